@@ -1,0 +1,45 @@
+# Every target uses a local virtual environment (.venv); nothing touches the system Python.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: install dev demo test test-all bench lint format clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
+
+demo: install        ## run recipes/data_demo.yaml end to end, offline
+	$(PY) -m pipeline data --config recipes/data_demo.yaml
+	$(PY) -m pipeline report data/demo
+
+test: dev            ## the whole default test suite
+	$(PY) -m pytest -q
+
+test-all: dev        ## including tests marked slow
+	$(PY) -m pytest -q -m ''
+
+bench: dev           ## benchmarks write JSON to outputs/benchmarks/
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: dev
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
+
+format: dev
+	$(PY) -m ruff format src tests benchmarks
+	$(PY) -m ruff check --fix src tests benchmarks
+
+clean:
+	rm -rf data/demo data/toy outputs

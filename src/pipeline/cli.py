@@ -1,0 +1,157 @@
+"""Command line: `python -m pipeline <command>`; `pipeline <command> -h` for each command's flags.
+
+Errors a user can fix print one line (`error: ...`) and exit 1; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pipeline.errors import PipelineError
+
+log = logging.getLogger("pipeline")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _recipe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, type=Path, help="recipe YAML")
+    p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                   help="override a recipe value (repeatable), typed like the field")
+    p.add_argument("--out-dir", help="run folder (overrides out_dir)")
+    p.add_argument("--workers", type=int, help="local worker processes (overrides workers)")
+    p.add_argument("--source", help="shorthand for --set download.source=...")
+    p.add_argument("--jsonl", help="shorthand for --set download.path=... (with --source jsonl)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipeline", description="LLM pretraining data preparation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("data", help="run a recipe's stages")
+    _recipe_args(p)
+    p.add_argument("--from", dest="start", metavar="STAGE", help="start at this stage")
+    p.add_argument("--until", metavar="STAGE", help="stop after this stage")
+    p.add_argument("--only", metavar="STAGE", help="run just this stage")
+    p.add_argument("--force", action="store_true", help="re-run selected stages even if up to date")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    _common(p)
+
+    p = sub.add_parser("show", help="print the recipe with every default filled in")
+    _recipe_args(p)
+    _common(p)
+
+    p = sub.add_parser("report", help="print a run's pipeline_report.json as a table")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--json", action="store_true", help="print the raw JSON")
+    _common(p)
+
+    p = sub.add_parser("datasets", help="list the builtin corpora")
+    p.add_argument("--probe", action="store_true", help="ask each server for the remote size")
+    _common(p)
+
+    p = sub.add_parser("inspect", help="print rejected documents of a stage")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--stage", required=True)
+    p.add_argument("--reason", help="only documents rejected for this reason (rule name)")
+    p.add_argument("-n", type=int, default=5, help="how many examples")
+    p.add_argument("--chars", type=int, default=300, help="characters of text to show")
+    _common(p)
+    return parser
+
+
+def _load(args: argparse.Namespace):
+    from pipeline.recipe import load_recipe
+
+    overrides = list(args.set)
+    if args.source:
+        overrides.append(f"download.source={args.source}")
+    if args.jsonl:
+        if not args.source:
+            overrides.append("download.source=jsonl")
+        overrides.append(f"download.path={args.jsonl}")
+    if args.out_dir:
+        overrides.append(f"out_dir={args.out_dir}")
+    if args.workers is not None:
+        overrides.append(f"workers={args.workers}")
+    return load_recipe(args.config, overrides)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from pipeline.runner import run_recipe
+
+    recipe = _load(args)
+    items = run_recipe(recipe, args.start, args.until, args.only, args.force, args.dry_run,
+                       progress=not args.quiet)
+    if args.dry_run:
+        print(f"plan for {recipe.run.out_dir}:")
+        for it in items:
+            print(f"  {it.name:<9} {it.action:<6} {it.why}")
+    else:
+        print(f"{recipe.run.out_dir}/pipeline_report.json")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from pipeline.recipe import dump_recipe
+
+    sys.stdout.write(dump_recipe(_load(args)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.report import REPORT_NAME, format_report, load_report
+
+    if not (args.run_dir / REPORT_NAME).exists():
+        raise PipelineError(f"{args.run_dir}: no {REPORT_NAME}; run `pipeline data` first")
+    report = load_report(args.run_dir)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from pipeline.sources.builtin import BUILTINS, probe
+
+    if args.probe:
+        for name, size, about in probe():
+            print(f"{name:<18} {size:<28} {about}")
+    else:
+        for b in BUILTINS.values():
+            print(f"{b.name:<18} {b.about}")
+        print("offline: toy, python_docs; files: jsonl, parquet, text")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from pipeline.inspect import inspect_rejected
+
+    print(inspect_rejected(args.run_dir, args.stage, args.reason, args.n, args.chars))
+    return 0
+
+
+COMMANDS = {"data": cmd_data, "show": cmd_show, "report": cmd_report, "datasets": cmd_datasets,
+            "inspect": cmd_inspect}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(message)s", stream=sys.stderr, force=True)
+    try:
+        return COMMANDS[args.command](args)
+    except PipelineError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to continue", file=sys.stderr)
+        return 130

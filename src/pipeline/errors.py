@@ -1,0 +1,30 @@
+"""Errors a user can act on. The CLI prints `error: <message>` for any PipelineError and exits 1.
+
+A bad *record* is counted and skipped by the stage that reads it; these exceptions are for a bad
+recipe or a bad artifact, which stop the run.
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base class: the message is one line that says what, where, got and expected."""
+
+
+class RecipeError(PipelineError):
+    """A recipe key is unknown, mistyped or out of range."""
+
+    def __init__(self, path: str, message: str, suggestion: str | None = None):
+        self.path = path
+        text = f"{path}: {message}" if path else message
+        if suggestion:
+            text += f" (did you mean '{suggestion}'?)"
+        super().__init__(text)
+
+
+class DataError(PipelineError):
+    """An input file or artifact is unreadable or inconsistent."""
+
+    def __init__(self, where: str, message: str):
+        self.where = where
+        super().__init__(f"{where}: {message}")

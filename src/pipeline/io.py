@@ -1,0 +1,98 @@
+"""File helpers shared by the runner and the stages: atomic writes, hashing, Parquet parts.
+
+Documents travel as zstd Parquet parts with at least the columns id, text, source (all strings).
+Rejected documents add a `reasons` list<string> column. Nothing here decides what a stage does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source", pa.string())])
+PARQUET_KW = dict(compression="zstd", compression_level=3, write_statistics=False)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temp file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+
+
+def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk_bytes):
+            h.update(block)
+    return h.hexdigest()
+
+
+def part_name(index: int, suffix: str = ".parquet") -> str:
+    return f"part-{index:05d}{suffix}"
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    """Write a Parquet table atomically; deterministic bytes for the same table."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, **PARQUET_KW)
+    os.replace(tmp, path)
+
+
+def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa.Array) -> pa.Table:
+    cols = {"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
+            "source": pa.array(sources, pa.string())}
+    cols.update(extra)
+    return pa.table(cols)
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    return pq.read_table(path, columns=columns)
+
+
+def num_records(path: Path) -> int | None:
+    """Row count of a Parquet part or the first dimension of a .npy array; None otherwise."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pq.ParquetFile(path).metadata.num_rows
+    if path.suffix == ".npy":
+        import numpy as np
+
+        return int(np.load(path, mmap_mode="r", allow_pickle=False).shape[0])
+    return None
+
+
+def iter_files(root: Path) -> Iterator[Path]:
+    """Every regular file under `root`, in sorted (deterministic) order."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def text_bytes(texts: Iterable[str]) -> int:
+    """UTF-8 size of a batch of strings (surrogates counted as 3 bytes, as `surrogatepass`)."""
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)

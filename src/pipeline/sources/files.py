@@ -1,0 +1,151 @@
+"""User files: JSONL (plain, .gz, .zst), Parquet, and plain text.
+
+`path` is a file, a folder (every file in it) or a glob; files are read in sorted order. A bad
+line (invalid JSON or UTF-8, missing or non-string text) is yielded as `Malformed`, never raised.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import DataError
+from pipeline.sources import Malformed, Record, fix_surrogates
+
+
+def expand_paths(pattern: str) -> list[Path]:
+    path = Path(pattern).expanduser()
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    if path.is_file():
+        return [path]
+    return sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+
+
+def _open_binary(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    if path.suffix == ".zst":
+        # pyarrow ships zstd: no extra dependency for .zst input
+        return pa.CompressedInputStream(pa.OSFile(str(path), "rb"), "zstd")
+    return open(path, "rb")
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    f = _open_binary(path)
+    try:
+        if isinstance(f, pa.NativeFile):
+            buf = b""
+            while chunk := f.read(1 << 20):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                yield from lines
+            if buf:
+                yield buf
+        else:
+            for line in f:
+                yield line.rstrip(b"\n")
+    except (OSError, EOFError, pa.ArrowInvalid) as exc:
+        raise DataError(str(path), f"cannot read ({exc}); is the file truncated or mislabelled?")
+    finally:
+        f.close()
+
+
+def read_jsonl(paths: list[Path], text_field: str, id_field: str | None,
+               source: str) -> Iterator[Record | Malformed]:
+    for path in paths:
+        stem = path.name
+        for lineno, raw in enumerate(_lines(path), start=1):
+            if not raw.strip():
+                continue  # blank lines are not records
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield Malformed(where, "invalid_utf8", f"invalid UTF-8 at byte {exc.start}",
+                                raw.decode("utf-8", "replace"))
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield Malformed(where, "bad_json", f"bad JSON ({exc.msg} at column {exc.colno})", line)
+                continue
+            if not isinstance(obj, dict):
+                yield Malformed(where, "bad_json", "a JSON object per line expected", line)
+                continue
+            if text_field not in obj:
+                yield Malformed(where, "missing_text", f"field '{text_field}' is missing", line)
+                continue
+            text = obj[text_field]
+            if not isinstance(text, str):
+                yield Malformed(where, "text_not_string",
+                                f"field '{text_field}' is {type(text).__name__}, not a string", line)
+                continue
+            text, _ = fix_surrogates(text)
+            doc_id = obj.get(id_field) if id_field else None
+            doc_id = str(doc_id) if doc_id is not None else f"{stem}:{lineno}"
+            yield Record(fix_surrogates(doc_id)[0], text, source)
+
+
+def read_parquet(paths: list[Path], text_field: str, id_field: str | None,
+                 source: str) -> Iterator[Record | Malformed]:
+    for path in paths:
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise DataError(str(path), f"not a readable Parquet file ({exc})") from None
+        names = pf.schema_arrow.names
+        if text_field not in names:
+            raise DataError(str(path), f"no column '{text_field}' (columns: {', '.join(names)}); "
+                            "set download.text_field")
+        cols = [text_field] + ([id_field] if id_field and id_field in names else [])
+        row = 0
+        for batch in pf.iter_batches(columns=cols, batch_size=4096):
+            texts = batch.column(0).to_pylist()
+            ids = batch.column(1).to_pylist() if len(cols) > 1 else [None] * len(texts)
+            for text, doc_id in zip(texts, ids):
+                row += 1
+                where = f"{path}:row {row}"
+                if not isinstance(text, str):
+                    yield Malformed(where, "text_not_string",
+                                    f"column '{text_field}' is {type(text).__name__}", str(text))
+                    continue
+                doc_id = str(doc_id) if doc_id is not None else f"{path.name}:{row}"
+                yield Record(doc_id, text, source)
+
+
+def read_text(paths: list[Path], separator: str | None, source: str) -> Iterator[Record | Malformed]:
+    """One document per file, or per piece between lines equal to `separator`."""
+    for path in paths:
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield Malformed(str(path), "invalid_utf8", f"invalid UTF-8 at byte {exc.start}",
+                            data.decode("utf-8", "replace"))
+            continue
+        if separator is None:
+            yield Record(path.name, text, source)
+            continue
+        for i, piece in enumerate(split_on_line(text, separator)):
+            yield Record(f"{path.name}:{i}", piece, source)
+
+
+def split_on_line(text: str, separator: str) -> list[str]:
+    """Pieces between lines that equal `separator` (surrounding whitespace ignored); empty
+    pieces are dropped. Used for TinyStories' `<|endoftext|>` lines too."""
+    pieces, cur = [], []
+    for line in text.splitlines(keepends=True):
+        if line.strip() == separator:
+            pieces.append("".join(cur))
+            cur = []
+        else:
+            cur.append(line)
+    pieces.append("".join(cur))
+    return [p.strip() for p in pieces if p.strip()]

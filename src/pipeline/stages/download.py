@@ -1,0 +1,168 @@
+"""download: read a source (builtin corpus, JSONL, Parquet, text files, toy, python_docs) into
+Parquet parts of `docs_per_part` documents with columns id, text, source (+ label for toy).
+
+Reading is sequential (it is I/O bound and the source order defines the corpus); parts are then
+the unit of parallel work for every later stage. Malformed input lines go to `rejected/`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.errors import DataError, RecipeError
+from pipeline.io import docs_table, part_name, text_bytes, write_table
+from pipeline.progress import Progress
+from pipeline.recipe import bounded
+from pipeline.sources import Malformed, Record, python_docs, toy
+from pipeline.sources.builtin import BUILTINS, read_builtin
+from pipeline.sources.files import expand_paths, read_jsonl, read_parquet, read_text
+from pipeline.stage import Stage, StageContext, StageResult
+
+FILE_SOURCES = ("jsonl", "parquet", "text")
+OFFLINE_SOURCES = ("toy", "python_docs")
+SOURCES = tuple(BUILTINS) + FILE_SOURCES + OFFLINE_SOURCES
+TOY_DEFAULT_DOCS = 2000
+MAX_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class DownloadConfig:
+    source: str = "tinystories"  # a builtin corpus, jsonl | parquet | text, or toy | python_docs
+    path: str | None = None  # jsonl/parquet/text: a file, a folder or a glob
+    text_field: str = "text"  # jsonl/parquet: the field holding the document text
+    id_field: str | None = "id"  # jsonl/parquet: the id field; ids are made from file:line if absent
+    separator: str | None = None  # text: split each file on lines equal to this; None = one doc/file
+    max_docs: int | None = bounded(None, ge=1)  # stop after this many documents (toy: how many)
+    docs_per_part: int = bounded(5000, ge=1)  # documents per Parquet part (the unit of parallelism)
+    max_malformed_fraction: float = bounded(0.05, ge=0.0, le=1.0)  # stop the run above this share
+    toy_junk_fraction: float = bounded(0.15, ge=0.0, le=1.0)  # toy: share of junk documents
+
+    def validate(self, path: str) -> None:
+        if self.source not in SOURCES:
+            close = difflib.get_close_matches(self.source, SOURCES, n=1)
+            raise RecipeError(f"{path}.source", f"got {self.source!r}, expected one of "
+                              f"{', '.join(SOURCES)}", close[0] if close else None)
+        if self.source in FILE_SOURCES:
+            if not self.path:
+                raise RecipeError(f"{path}.path", f"is required when source is '{self.source}' "
+                                  "(a file, folder or glob)")
+            if not expand_paths(self.path):
+                raise RecipeError(f"{path}.path", f"no file matches {self.path!r}")
+
+
+def iter_source(cfg: DownloadConfig, seed: int, progress: bool) -> Iterator[Record | Malformed]:
+    if cfg.source in BUILTINS:
+        return read_builtin(cfg.source, progress)
+    if cfg.source == "toy":
+        return toy.generate(cfg.max_docs or TOY_DEFAULT_DOCS, seed, cfg.toy_junk_fraction)
+    if cfg.source == "python_docs":
+        return python_docs.generate()
+    paths = expand_paths(cfg.path or "")
+    if not paths:
+        raise DataError(str(cfg.path), "no input file matches")
+    source = Path(paths[0]).stem if len(paths) == 1 else Path(cfg.path or "").stem or cfg.source
+    source = source.replace("*", "") or cfg.source
+    if cfg.source == "jsonl":
+        return read_jsonl(paths, cfg.text_field, cfg.id_field, source)
+    if cfg.source == "parquet":
+        return read_parquet(paths, cfg.text_field, cfg.id_field, source)
+    return read_text(paths, cfg.separator, source)
+
+
+class _PartWriter:
+    """Buffers records and writes them as numbered parts; `rejected/` gets its own numbering."""
+
+    def __init__(self, out_dir: Path, docs_per_part: int, labelled: bool):
+        self.out_dir, self.size, self.labelled = out_dir, docs_per_part, labelled
+        self.buf: list[Record] = []
+        self.bad: list[Malformed] = []
+        self.outputs: list[str] = []
+        self.num_parts = self.num_rejected_parts = 0
+        self.bytes_out = 0
+
+    def add(self, rec: Record) -> None:
+        self.buf.append(rec)
+        if len(self.buf) >= self.size:
+            self.flush()
+
+    def reject(self, bad: Malformed) -> None:
+        self.bad.append(bad)
+        if len(self.bad) >= self.size:
+            self.flush_rejected()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        texts = [r.text for r in self.buf]
+        extra = {"label": pa.array([r.label for r in self.buf], pa.string())} if self.labelled else {}
+        table = docs_table([r.id for r in self.buf], texts, [r.source for r in self.buf], **extra)
+        rel = part_name(self.num_parts)
+        write_table(self.out_dir / rel, table)
+        self.outputs.append(rel)
+        self.num_parts += 1
+        self.bytes_out += text_bytes(texts)
+        self.buf = []
+
+    def flush_rejected(self) -> None:
+        if not self.bad:
+            return
+        table = docs_table([b.where for b in self.bad], [b.raw for b in self.bad],
+                           ["download"] * len(self.bad),
+                           reasons=pa.array([[b.reason] for b in self.bad], pa.list_(pa.string())))
+        rel = f"rejected/{part_name(self.num_rejected_parts)}"
+        write_table(self.out_dir / rel, table)
+        self.outputs.append(rel)
+        self.num_rejected_parts += 1
+        self.bad = []
+
+
+def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
+    writer = _PartWriter(ctx.out_dir, cfg.docs_per_part, labelled=cfg.source == "toy")
+    dropped: Counter[str] = Counter()
+    examples: list[str] = []
+    per_source: Counter[str] = Counter()
+    docs_in = docs_out = bytes_in = 0
+    bar = Progress(cfg.max_docs, f"download {cfg.source}", enabled=ctx.progress)
+    for item in iter_source(cfg, ctx.seed, ctx.progress):
+        if cfg.max_docs is not None and docs_out >= cfg.max_docs:
+            break
+        docs_in += 1
+        if isinstance(item, Malformed):
+            dropped[item.reason] += 1
+            bytes_in += len(item.raw.encode("utf-8", "replace"))
+            if len(examples) < MAX_EXAMPLES:
+                examples.append(f"{item.where}: {item.detail}")
+            writer.reject(item)
+            continue
+        size = len(item.text.encode("utf-8"))
+        bytes_in += size
+        docs_out += 1
+        per_source[item.source] += 1
+        writer.add(item)
+        bar.update(1)
+    bar.close()
+    bad = sum(dropped.values())
+    if docs_in and bad / docs_in > cfg.max_malformed_fraction:
+        raise DataError(str(cfg.path), f"{bad} of {docs_in} records malformed "
+                        f"({bad / docs_in:.1%} > download.max_malformed_fraction "
+                        f"{cfg.max_malformed_fraction:.1%}); first: {examples[0]}")
+    if docs_out == 0:
+        raise DataError(str(cfg.path or cfg.source), "the source produced no documents")
+    writer.flush()
+    writer.flush_rejected()
+    stats = {"source": cfg.source, "docs_in": docs_in, "docs_out": docs_out}
+    stats.update({f"dropped_{k}": v for k, v in sorted(dropped.items())})
+    stats.update({"bytes_in": bytes_in, "bytes_out": writer.bytes_out, "num_parts": writer.num_parts,
+                  "docs_per_source": dict(sorted(per_source.items()))})
+    if examples:
+        stats["malformed_examples"] = examples
+    return StageResult(outputs=writer.outputs, stats=stats)
+
+
+STAGE = Stage("download", DownloadConfig, run, version="1")
