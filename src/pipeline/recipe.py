@@ -217,7 +217,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
-    from pipeline.stages import STAGES
+    from pipeline.stages import ORDER, STAGES
 
     run_keys = {f.name for f in dataclasses.fields(RunConfig)}
     run_raw = {k: v for k, v in raw.items() if k in run_keys}
@@ -229,10 +229,10 @@ def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
                               close[0] if close else None)
     run = build_config(RunConfig, run_raw, "")
     stages = {}
-    for name, stage in STAGES.items():
-        if name not in raw or raw[name] is False:
+    for name in ORDER:
+        if name not in STAGES or name not in raw or raw[name] is False:
             continue
-        stages[name] = build_config(stage.config_cls, raw[name], name)
+        stages[name] = build_config(STAGES[name].config_cls, raw[name], name)
     if not stages:
         raise RecipeError("", f"no stage enabled; add a block for one of: {', '.join(STAGES)}")
     return Recipe(run=run, stages=stages, path=path)
