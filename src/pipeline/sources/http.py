@@ -7,6 +7,7 @@ the finished file is checked by size (and sha256 where known) and only then rena
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import socket
 import urllib.error
@@ -75,20 +76,23 @@ def fetch(url: str, dest: Path, size_bytes: int | None = None, sha256: str | Non
                 total = int(length) if length is not None else None
             bar = Progress(total, f"download {dest.name}", enabled=progress, unit="bytes")
             bar.update(offset)
-            with open(part, mode) as f:
-                while chunk := resp.read(CHUNK_BYTES):
-                    f.write(chunk)
-                    bar.update(len(chunk))
-            bar.close()
+            try:
+                with open(part, mode) as f:
+                    while chunk := resp.read(CHUNK_BYTES):
+                        f.write(chunk)
+                        bar.update(len(chunk))
+            except (OSError, http.client.HTTPException) as exc:
+                raise DataError(url, f"connection dropped after {part.stat().st_size:,} bytes "
+                                f"({type(exc).__name__}); re-run to resume from {part}") from None
+            finally:
+                bar.close()
     got = part.stat().st_size
-    expected = size_bytes if size_bytes is not None else total
-    if expected is not None and got != expected:
-        if got > expected:
-            part.unlink()
-            raise DataError(url, f"downloaded {got:,} bytes, expected {expected:,}; the file "
-                            "changed upstream or the URL is wrong (the partial file was removed)")
-        raise DataError(url, f"downloaded {got:,} of {expected:,} bytes; re-run to resume "
-                        f"from {part}")
+    if total is not None and got < total:  # the connection dropped mid-way
+        raise DataError(url, f"downloaded {got:,} of {total:,} bytes; re-run to resume from {part}")
+    if size_bytes is not None and got != size_bytes:
+        part.unlink()
+        raise DataError(url, f"the server's file is {got:,} bytes, expected {size_bytes:,}; the "
+                        "URL is wrong or the file changed upstream (partial file removed)")
     if sha256 is not None:
         digest = _sha256(part)
         if digest != sha256:

@@ -1,0 +1,59 @@
+"""A test-only stage: lowercases every document part by part through the executor.
+
+Registered in tests under the name `clean` (the fixed stage order has no free slot), via
+monkeypatch, so runner features are tested whatever real stages exist.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from pipeline.io import part_name, read_table, write_table
+from pipeline.stage import Stage, StageContext, StageResult
+
+
+@dataclass(frozen=True)
+class LowerConfig:
+    drop_prefix: str = "zzz"  # documents whose id starts with this are dropped
+    fail_after_parts: int = -1  # >= 0: raise after writing this many parts (a simulated crash)
+
+
+def lower_part(cfg: LowerConfig, job: tuple[int, str, str]) -> dict:
+    index, path, out_dir = job
+    if cfg.fail_after_parts >= 0 and index >= cfg.fail_after_parts:
+        raise RuntimeError("simulated crash")
+    table = read_table(Path(path))
+    keep = pc.invert(pc.starts_with(table.column("id"), cfg.drop_prefix))
+    kept = table.filter(keep)
+    kept = kept.set_column(1, "text", pc.utf8_lower(kept.column("text")))
+    write_table(Path(out_dir) / part_name(index), kept)
+    return {"in": table.num_rows, "out": kept.num_rows, "pid": os.getpid()}
+
+
+def run(cfg: LowerConfig, ctx: StageContext) -> StageResult:
+    jobs = [(i, str(p), str(ctx.out_dir)) for i, p in enumerate(ctx.input_parts)]
+    results = ctx.executor.map(functools.partial(lower_part, cfg), jobs)
+    calls = ctx.run_dir.parent / "lower_calls.txt"
+    with open(calls, "a") as f:
+        f.write(json.dumps(len(results)) + "\n")
+    docs_in = sum(r["in"] for r in results)
+    docs_out = sum(r["out"] for r in results)
+    stats = {"docs_in": docs_in, "docs_out": docs_out, "dropped_prefix": docs_in - docs_out,
+             "worker_pids": len({r["pid"] for r in results})}
+    return StageResult([part_name(i) for i in range(len(jobs))], stats)
+
+
+LOWER = Stage("clean", LowerConfig, run, version="test")
+
+
+def calls(run_dir: Path) -> int:
+    path = Path(run_dir).parent / "lower_calls.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
