@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install dev demo test test-all bench lint format clean
+.PHONY: install dev demo test test-all bench lint format docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ lint: dev
 format: dev
 	$(PY) -m ruff format src tests benchmarks
 	$(PY) -m ruff check --fix src tests benchmarks
+
+docs: install        ## regenerate docs/recipes.md from the config dataclasses
+	$(PY) -m pipeline.docgen > docs/recipes.md
 
 clean:
 	rm -rf data/demo data/toy outputs

@@ -1,0 +1,75 @@
+"""Generate docs/recipes.md, the recipe reference, from the config dataclasses themselves.
+
+Every key's default and meaning come from the dataclass field and its trailing `# comment`, so
+the reference cannot drift from the code (a test compares the file with this output).
+Run: `python -m pipeline.docgen > docs/recipes.md` (or `make docs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+
+from pipeline.recipe import RunConfig
+from pipeline.stages import STAGES
+
+_FIELD = re.compile(r"^\s+(\w+):[^#]*#\s*(.+)$")
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """{field name: its trailing comment} read from the class source."""
+    out = {}
+    for line in inspect.getsource(cls).splitlines():
+        m = _FIELD.match(line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _default(f: dataclasses.Field) -> str:
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        value = f.default_factory()  # type: ignore[misc]
+    else:
+        return "required"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"`{value!r}`" if isinstance(value, str) else f"`{value}`"
+
+
+def _type(f: dataclasses.Field) -> str:
+    text = str(f.type).replace("typing.", "")
+    return text.replace("|", "\\|")
+
+
+def table(cls: type) -> list[str]:
+    comments = field_comments(cls)
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        rng = {k: v for k, v in f.metadata.items() if v is not None}
+        bounds = ", ".join(f"{k} {v}" for k, v in rng.items())
+        meaning = comments.get(f.name, "").replace("|", "\\|")
+        if bounds:
+            meaning += f" ({bounds})"
+        rows.append(f"| `{f.name}` | {_type(f)} | {_default(f)} | {meaning} |")
+    return rows
+
+
+def generate() -> str:
+    lines = ["# Recipe reference", "",
+             "Generated from the config dataclasses by `python -m pipeline.docgen` (`make docs`);",
+             "do not edit by hand. `python -m pipeline show --config R` prints a recipe with every",
+             "default filled in. Ranges: `ge` ≥, `gt` >, `le` ≤, `lt` <.", "",
+             "## Run keys (top level)", "", *table(RunConfig), ""]
+    for name, stage in STAGES.items():
+        lines += [f"## `{name}:`", "", f"`{stage.config_cls.__name__}` in "
+                  f"`src/pipeline/stages/{name}.py`.", "", *table(stage.config_cls), ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(generate(), end="")
