@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pipeline.stage import Stage
 from pipeline.stages import download
+from pipeline.stages import tokenize
 
 ORDER = ("download", "clean", "dedup", "quality", "tokenize", "pack", "shard")
 
 _REGISTERED: list[Stage] = [
     download.STAGE,
+    tokenize.STAGE,
 ]
 
 STAGES: dict[str, Stage] = {s.name: s for s in sorted(_REGISTERED, key=lambda s: ORDER.index(s.name))}

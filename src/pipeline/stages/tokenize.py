@@ -1,0 +1,323 @@
+"""tokenize: train a byte-level BPE on the input (or load a tokenizer.json), then encode every
+document with EOS appended into one token array per part.
+
+Per input part i: `part-i.tokens.npy` (1-D, documents concatenated in order, uint16 when the
+vocab fits else uint32) and `part-i.docs.parquet` (id, source, num_tokens incl. EOS). Beside
+them: `tokenizer.json` (Hugging Face format) and `meta.json`. Empty documents are dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from pipeline.errors import DataError, RecipeError
+from pipeline.io import atomic_write_json, part_name, read_table, write_table
+from pipeline.recipe import bounded
+from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.tokenizer import hf
+from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
+from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
+from pipeline.tokenizer.train import train_bpe
+
+NUM_FIRST_MERGES = 20  # merges shown in the report
+
+
+@dataclass(frozen=True)
+class TokenizeConfig:
+    vocab_size: int = bounded(8192, ge=257, le=1 << 32)  # tokens in all: 256 bytes+merges+specials
+    min_frequency: int = bounded(
+        2, ge=1
+    )  # a pair seen fewer times (in training text) is not merged
+    tokenizer_path: str | None = None  # a tokenizer.json to use instead of training one
+    max_train_docs: int | None = bounded(None, ge=1)  # train on at most this many docs (part order)
+    max_train_bytes: int | None = bounded(200_000_000, ge=1)  # and at most this much UTF-8 text
+    heldout_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # docs kept out of training (seeded)
+    max_word_bytes: int = bounded(256, ge=2)  # training: longer pieces are cut into such chunks
+    special_tokens: list[str] = field(default_factory=lambda: list(DEFAULT_SPECIALS))  # one id each
+
+    def validate(self, path: str) -> None:
+        specials = self.special_tokens
+        for need in (EOS, PAD):
+            if need not in specials:
+                raise RecipeError(
+                    f"{path}.special_tokens", f"must contain {need!r}, got {specials}"
+                )
+        if len(set(specials)) != len(specials) or not all(specials):
+            raise RecipeError(
+                f"{path}.special_tokens", f"must be distinct non-empty strings, got {specials}"
+            )
+        if self.tokenizer_path is None and self.vocab_size < 256 + len(specials) + 1:
+            raise RecipeError(
+                f"{path}.vocab_size",
+                f"must be at least 256 bytes + "
+                f"{len(specials)} special tokens + 1 merge = "
+                f"{256 + len(specials) + 1}, got {self.vocab_size}",
+            )
+
+
+def heldout_mask(ids: list[str], seed: int, fraction: float) -> np.ndarray:
+    """bool[n]: documents held out of training, a seeded hash of the id (order-independent)."""
+    if fraction <= 0:
+        return np.zeros(len(ids), dtype=bool)
+    cut = int(fraction * 2**32)
+    h = xxhash.xxh32_intdigest
+    return np.array([h((i or "").encode("utf-8", "surrogatepass"), seed) < cut for i in ids], bool)
+
+
+def train_quota(sizes: list[np.ndarray], max_docs: int | None, max_bytes: int | None) -> list[int]:
+    """How many of each part's trainable docs (sizes[i], bytes, in order) fall within the caps."""
+    flat = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+    keep = len(flat)
+    if max_docs is not None:
+        keep = min(keep, max_docs)
+    if max_bytes is not None:
+        keep = min(keep, int(np.searchsorted(np.cumsum(flat), max_bytes, side="right")))
+    quota, start = [], 0
+    for s in sizes:
+        quota.append(int(min(max(keep - start, 0), len(s))))
+        start += len(s)
+    return quota
+
+
+def _read_docs(path: Path, seed: int, fraction: float) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """(table, empty[n], trainable[n]): trainable = non-empty and not held out."""
+    table = read_table(path)
+    for col in ("id", "text", "source"):
+        if col not in table.column_names:
+            raise DataError(str(path), f"column {col!r} is missing")
+    text = table.column("text")
+    empty = pc.fill_null(pc.equal(pc.binary_length(text), 0), True).to_numpy(zero_copy_only=False)
+    held = heldout_mask(table.column("id").to_pylist(), seed, fraction)
+    return table, empty, ~empty & ~held
+
+
+def part_train_sizes(path: Path, seed: int, fraction: float) -> np.ndarray:
+    """int64[k]: UTF-8 bytes of each trainable document of the part, in order."""
+    table, _, trainable = _read_docs(path, seed, fraction)
+    lengths = pc.binary_length(table.column("text")).to_numpy(zero_copy_only=False)
+    return np.asarray(lengths, dtype=np.int64)[trainable]
+
+
+def part_word_counts(
+    item: tuple[str, int], seed: int, fraction: float, specials: tuple[str, ...]
+) -> Counter[str]:
+    """Piece counts over the first `quota` trainable documents of one part."""
+    path, quota = item
+    if quota == 0:
+        return Counter()
+    table, _, trainable = _read_docs(Path(path), seed, fraction)
+    texts = table.column("text").to_pylist()
+    chosen = [texts[i] for i in np.flatnonzero(trainable)[:quota]]
+    return count_words(chosen, compile_pattern(), special_splitter(specials))
+
+
+@lru_cache(maxsize=2)
+def _load_tokenizer(path: str, sha256: str) -> Tokenizer:
+    return hf.load(Path(path))  # sha256 in the key: a new file at the same path reloads
+
+
+def save_npy(path: Path, arr: np.ndarray) -> None:
+    """np.save atomically (temp + rename); .npy bytes depend only on dtype, shape and data."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def encode_part(
+    item: tuple[int, str, int],
+    tok_path: str,
+    tok_sha: str,
+    out_dir: str,
+    seed: int,
+    fraction: float,
+    dtype: str,
+) -> dict[str, Any]:
+    """Encode one part (EOS after each doc); write its tokens, docs and rejected files."""
+    index, path, quota = item
+    tok = _load_tokenizer(tok_path, tok_sha)
+    table, empty, trainable = _read_docs(Path(path), seed, fraction)
+    n = table.num_rows
+    used = np.zeros(n, dtype=bool)
+    used[np.flatnonzero(trainable)[:quota]] = True
+    texts = table.column("text").to_pylist()
+    keep = np.flatnonzero(~empty)
+    eos, encode = tok.eos_id, tok.encode
+    ids: list[int] = []
+    ntok = np.zeros(n, dtype=np.int64)  # tokens per doc, EOS excluded
+    t0 = time.perf_counter()
+    for i in keep.tolist():
+        before = len(ids)
+        ids.extend(encode(texts[i]))
+        ntok[i] = len(ids) - before
+        ids.append(eos)
+    tokens = np.array(ids, dtype=dtype)
+    seconds = time.perf_counter() - t0
+    out = Path(out_dir)
+    outputs = [part_name(index, ".tokens.npy"), part_name(index, ".docs.parquet")]
+    save_npy(out / outputs[0], tokens)
+    docs = table.drop_columns(["text"]).take(pa.array(keep))
+    docs = docs.append_column("num_tokens", pa.array(ntok[keep] + 1, pa.int64()))
+    write_table(out / outputs[1], docs)
+    if empty.any():
+        rej = table.filter(pa.array(empty))
+        reasons = pa.array([["empty"]] * rej.num_rows, pa.list_(pa.string()))
+        outputs.append(f"rejected/{part_name(index)}")
+        write_table(out / outputs[-1], rej.append_column("reasons", reasons))
+    nbytes = np.asarray(
+        pc.fill_null(pc.binary_length(table.column("text")), 0).to_numpy(zero_copy_only=False),
+        dtype=np.int64,
+    )
+    held = ~empty & ~trainable
+    return {
+        "outputs": outputs,
+        "docs_in": n,
+        "docs_out": len(keep),
+        "dropped_empty": int(empty.sum()),
+        "bytes_in": int(nbytes.sum()),
+        "tokens_out": len(tokens),
+        "encode_seconds": seconds,
+        "train_bytes": int(nbytes[used].sum()),
+        "train_tokens": int(ntok[used].sum()),
+        "heldout_docs": int(held.sum()),
+        "heldout_bytes": int(nbytes[held].sum()),
+        "heldout_tokens": int(ntok[held].sum()),
+        "text_tokens": int(ntok.sum()),
+    }
+
+
+def _train(
+    cfg: TokenizeConfig, ctx: StageContext, parts: list[Path]
+) -> tuple[Tokenizer, list[int], dict[str, Any]]:
+    specials = tuple(cfg.special_tokens)
+    t0 = time.perf_counter()
+    sizes = ctx.executor.map(
+        partial(part_train_sizes, seed=ctx.seed, fraction=cfg.heldout_fraction),
+        parts,
+        desc="tokenize: sizes",
+    )
+    quotas = train_quota(sizes, cfg.max_train_docs, cfg.max_train_bytes)
+    items = [(str(p), q) for p, q in zip(parts, quotas, strict=False)]
+    fn = partial(part_word_counts, seed=ctx.seed, fraction=cfg.heldout_fraction, specials=specials)
+    counts: Counter[str] = Counter()
+    for c in ctx.executor.map(fn, items, desc="tokenize: count words"):
+        counts.update(c)
+    t1 = time.perf_counter()
+    num_merges = cfg.vocab_size - 256 - len(specials)
+    res = train_bpe(counts, num_merges, cfg.min_frequency, cfg.max_word_bytes)
+    t2 = time.perf_counter()
+    tok = Tokenizer(res.merges, specials)
+    if res.stop_reason != "vocab_size":
+        ctx.log.warning(
+            "[tokenize] stopped at %d of %d merges (%s): vocab_size %d instead of %d",
+            len(res.merges),
+            num_merges,
+            res.stop_reason,
+            tok.vocab_size,
+            cfg.vocab_size,
+        )
+    first = [
+        f"{res.vocab[a].decode('utf-8', 'replace')!r} + {res.vocab[b].decode('utf-8', 'replace')!r}"
+        for a, b in res.merges[:NUM_FIRST_MERGES]
+    ]
+    stats = {
+        "vocab_size_requested": cfg.vocab_size,
+        "num_merges": len(res.merges),
+        "stopped_early": res.stop_reason != "vocab_size",
+        "stop_reason": res.stop_reason,
+        "train_docs": int(sum(quotas)),
+        "train_words_distinct": res.num_words,
+        "count_seconds": round(t1 - t0, 3),
+        "merge_seconds": round(t2 - t1, 3),
+        "train_seconds": round(t2 - t0, 3),
+        "first_merges": first,
+    }
+    return tok, quotas, stats
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return round(num / den, 4) if den else None
+
+
+def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
+    parts = [p for p in ctx.input_parts if p.name.endswith(".parquet")]
+    if not parts:
+        raise DataError(
+            ctx.upstream or "tokenize",
+            "no input parts: tokenize needs an upstream "
+            "stage that writes documents (e.g. download)",
+        )
+    if cfg.tokenizer_path:
+        tok = hf.load(Path(cfg.tokenizer_path))
+        missing = [s for s in (EOS, PAD) if s not in tok.specials]
+        if missing:
+            raise DataError(
+                cfg.tokenizer_path, f"special tokens {missing} are missing from added_tokens"
+            )
+        quotas, stats = [0] * len(parts), {"tokenizer_path": cfg.tokenizer_path}
+    else:
+        tok, quotas, stats = _train(cfg, ctx, parts)
+    sha = hf.save(tok, ctx.out_dir / "tokenizer.json")
+    dtype = "uint16" if tok.vocab_size <= 65536 else "uint32"  # uint16 holds ids < 65536
+    fn = partial(
+        encode_part,
+        tok_path=str(ctx.out_dir / "tokenizer.json"),
+        tok_sha=sha,
+        out_dir=str(ctx.out_dir),
+        seed=ctx.seed,
+        fraction=cfg.heldout_fraction,
+        dtype=dtype,
+    )
+    t0 = time.perf_counter()
+    results = ctx.executor.map(
+        fn,
+        [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))],
+        desc="tokenize: encode",
+    )
+    wall = time.perf_counter() - t0
+    meta = {
+        "vocab_size": tok.vocab_size,
+        "eos_id": tok.eos_id,
+        "pad_id": tok.specials[PAD],
+        "dtype": dtype,
+        "tokenizer_sha256": sha,
+        "special_tokens": dict(tok.specials),
+    }
+    atomic_write_json(ctx.out_dir / "meta.json", meta)
+    tot = {k: sum(r[k] for r in results) for k in results[0] if k != "outputs"}
+    outputs = ["tokenizer.json", "meta.json"] + [o for r in results for o in r["outputs"]]
+    stats = {
+        "docs_in": tot["docs_in"],
+        "docs_out": tot["docs_out"],
+        "dropped_empty": tot["dropped_empty"],
+        "bytes_in": tot["bytes_in"],
+        "tokens_out": tot["tokens_out"],
+        "vocab_size": tok.vocab_size,
+        "dtype": dtype,
+        "eos_id": tok.eos_id,
+        **stats,
+        "bytes_per_token": _ratio(tot["bytes_in"], tot["text_tokens"]),
+        "bytes_per_token_train": _ratio(tot["train_bytes"], tot["train_tokens"]),
+        "heldout_docs": tot["heldout_docs"],
+        "bytes_per_token_heldout": _ratio(tot["heldout_bytes"], tot["heldout_tokens"]),
+        "encode_seconds": round(tot["encode_seconds"], 3),
+        "encode_wall_seconds": round(wall, 3),
+        # single-thread rate: text bytes over the summed per-part encode time
+        "encode_mb_per_s": round(tot["bytes_in"] / 1e6 / max(tot["encode_seconds"], 1e-9), 3),
+        "tokenizer_sha256": sha,
+    }
+    return StageResult(outputs=outputs, stats=stats)
+
+
+STAGE = Stage("tokenize", TokenizeConfig, run, version="1")

@@ -1,0 +1,174 @@
+"""Byte-level BPE: 256 byte tokens, ranked merges, special tokens; encode and decode.
+
+Encoding cuts special tokens out of the text, splits the rest with the pre-tokenizer regex and
+looks each piece up in a per-tokenizer cache (real text repeats pieces, so hits dominate); a
+miss runs BPE on the piece's UTF-8 bytes, lowest-rank pair first, leftmost on ties (as Hugging
+Face `tokenizers` and tiktoken do). Lone surrogates are encoded as their 3 `surrogatepass` bytes
+and decoded back, so decode(encode(x)) == x for every Python str.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from itertools import chain
+
+from pipeline.tokenizer.pretokenize import SPLIT_PATTERN, compile_pattern, special_splitter
+
+EOS = "<|endoftext|>"
+PAD = "<|pad|>"
+# The clean stage's PII placeholders: one token each, never split or merged.
+PII_PLACEHOLDERS = ("<|email|>", "<|url|>", "<|ip|>", "<|phone|>", "<|key|>")
+DEFAULT_SPECIALS = (EOS, PAD, *PII_PLACEHOLDERS)
+MAX_CACHE_ENTRIES = 1 << 20  # ~100 MB worst case; the cache is cleared when it reaches this
+MAX_CACHED_PIECE = 256  # characters; longer pieces are rare and would bloat the cache
+SHORT_PIECE = 24  # bytes; shorter pieces use the simple O(n^2) loop, longer ones a heap
+
+
+def _bpe_short(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[int]) -> list[int]:
+    """Merge the lowest-rank pair (all its left-to-right occurrences) until none is left."""
+    inf = len(merged)
+    while len(ids) > 1:
+        pairs = list(zip(ids, ids[1:], strict=False))
+        best = min(pairs, key=lambda p: ranks.get(p, inf))
+        rank = ranks.get(best, inf)
+        if rank == inf:
+            break
+        a, b = best
+        new = merged[rank]
+        out: list[int] = []
+        i, n = 0, len(ids)
+        while i < n:
+            if i + 1 < n and ids[i] == a and ids[i + 1] == b:
+                out.append(new)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        ids = out
+    return ids
+
+
+def _bpe_long(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[int]) -> list[int]:
+    """Same result as _bpe_short in O(n log n): a heap of (rank, position) over a linked list."""
+    n = len(ids)
+    nxt = list(range(1, n + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, n - 1))
+    heap = [(r, i) for i in range(n - 1) if (r := ranks.get((ids[i], ids[i + 1]))) is not None]
+    heapq.heapify(heap)
+    while heap:
+        r, i = heapq.heappop(heap)
+        j = nxt[i] if ids[i] >= 0 else -1
+        if j < 0 or ranks.get((ids[i], ids[j])) != r:
+            continue  # stale: one side was merged away since this entry was pushed
+        ids[i] = merged[r]
+        ids[j] = -1
+        k = nxt[j]
+        nxt[i] = k
+        if k >= 0:
+            prv[k] = i
+            if (r2 := ranks.get((ids[i], ids[k]))) is not None:
+                heapq.heappush(heap, (r2, i))
+        p = prv[i]
+        if p >= 0 and (r2 := ranks.get((ids[p], ids[i]))) is not None:
+            heapq.heappush(heap, (r2, p))
+    return [t for t in ids if t >= 0]
+
+
+class _Cache(dict):
+    """piece -> token ids; a miss computes and stores (dict.__getitem__ stays in C on hits)."""
+
+    def __init__(self, tok: Tokenizer):
+        super().__init__()
+        self.tok = tok
+
+    def __missing__(self, piece: str) -> tuple[int, ...]:
+        ids = self.tok.encode_piece(piece)
+        if len(piece) <= MAX_CACHED_PIECE:
+            if len(self) >= MAX_CACHE_ENTRIES:
+                self.clear()
+            self[piece] = ids
+        return ids
+
+
+class Tokenizer:
+    """Byte-level BPE. `vocab[id]` is the token's bytes; specials follow the merged tokens."""
+
+    def __init__(
+        self,
+        merges: Sequence[tuple[int, int]],
+        specials: Sequence[str] = DEFAULT_SPECIALS,
+        pattern: str = SPLIT_PATTERN,
+        vocab: Sequence[bytes] | None = None,
+        byte_ids: Sequence[int] | None = None,
+        merged_ids: Sequence[int] | None = None,
+        special_ids: Sequence[int] | None = None,
+    ):
+        """Our own layout by default: byte b is id b, merge r is id 256 + r, then specials."""
+        self.merges = [tuple(m) for m in merges]
+        self.pattern = pattern
+        self.byte_ids = list(byte_ids) if byte_ids is not None else list(range(256))
+        base = 256 + len(self.merges)
+        self.merged_ids = list(merged_ids) if merged_ids is not None else list(range(256, base))
+        ids = (
+            list(special_ids)
+            if special_ids is not None
+            else list(range(base, base + len(specials)))
+        )
+        self.specials = dict(zip(specials, ids, strict=False))
+        self.ranks = {m: r for r, m in enumerate(self.merges)}
+        if vocab is None:
+            vocab = [bytes([b]) for b in range(256)]
+            for a, b in self.merges:
+                vocab.append(vocab[a] + vocab[b])
+        self.vocab_size = max([len(vocab) - 1, *ids]) + 1
+        self.id_bytes: list[bytes] = list(vocab) + [b""] * (self.vocab_size - len(vocab))
+        for s, i in self.specials.items():
+            self.id_bytes[i] = s.encode("utf-8")
+        self._identity = self.byte_ids == list(range(256))
+        self._pat = compile_pattern(pattern)
+        self._splitter = special_splitter(self.specials)
+        self._cache = _Cache(self)
+
+    @property
+    def eos_id(self) -> int:
+        return self.specials[EOS]
+
+    def encode_piece(self, piece: str) -> tuple[int, ...]:
+        """BPE on one pre-tokenized piece (no cache)."""
+        raw = piece.encode("utf-8", "surrogatepass")
+        ids = list(raw) if self._identity else [self.byte_ids[b] for b in raw]
+        fn = _bpe_short if len(ids) <= SHORT_PIECE else _bpe_long
+        return tuple(fn(ids, self.ranks, self.merged_ids))
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Ids of `text` with special-token strings treated as plain text."""
+        return list(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(text))))
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`; occurrences of special-token strings become their single ids."""
+        if self._splitter is None:
+            return self.encode_ordinary(text)
+        out: list[int] = []
+        get, findall = self._cache.__getitem__, self._pat.findall
+        for i, seg in enumerate(self._splitter.split(text)):
+            if i % 2:
+                out.append(self.specials[seg])
+            elif seg:
+                out.extend(chain.from_iterable(map(get, findall(seg))))
+        return out
+
+    def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        return b"".join(map(self.id_bytes.__getitem__, ids))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`. Byte runs that are not UTF-8 (an arbitrary id cut) become U+FFFD."""
+        raw = self.decode_bytes(ids)
+        try:
+            return raw.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", "replace")

@@ -1,0 +1,175 @@
+"""Save and load a Tokenizer as a Hugging Face `tokenizer.json` (byte-level BPE).
+
+The file holds a BPE model (vocab in GPT-2's byte-to-unicode alphabet, merges as "a b"
+strings), a `Split` pre-tokenizer with our pattern followed by `ByteLevel(use_regex=False)`,
+a ByteLevel decoder and the special tokens as added tokens, so `tokenizers.Tokenizer.from_file`
+and transformers' `PreTrainedTokenizerFast(tokenizer_file=...)` give the same ids as we do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import DataError
+from pipeline.io import atomic_write_bytes
+from pipeline.tokenizer.bpe import Tokenizer
+from pipeline.tokenizer.pretokenize import GPT2_PATTERN
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map (space is 'Ġ', newline 'Ċ')."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    bs += list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs, strict=False)}
+
+
+def _token_str(raw: bytes) -> str:
+    table = bytes_to_unicode()
+    return "".join(table[b] for b in raw)
+
+
+def to_json(tok: Tokenizer) -> dict[str, Any]:
+    vocab = {
+        _token_str(tok.id_bytes[i]): i
+        for i in range(tok.vocab_size)
+        if i not in tok.specials.values()
+    }
+    merges = [f"{_token_str(tok.id_bytes[a])} {_token_str(tok.id_bytes[b])}" for a, b in tok.merges]
+    added = [
+        {
+            "id": i,
+            "content": s,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for s, i in tok.specials.items()
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": tok.pattern},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {
+                    "type": "ByteLevel",
+                    "add_prefix_space": False,
+                    "trim_offsets": True,
+                    "use_regex": False,
+                },
+            ],
+        },
+        "post_processor": None,
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": True,
+            "use_regex": False,
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
+
+
+def dumps(tok: Tokenizer) -> bytes:
+    """Deterministic bytes of tokenizer.json (vocab in id order)."""
+    return (json.dumps(to_json(tok), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+
+
+def save(tok: Tokenizer, path: Path) -> str:
+    """Write tokenizer.json atomically; returns its sha256 (the tokenizer fingerprint)."""
+    data = dumps(tok)
+    atomic_write_bytes(Path(path), data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _pattern(pre: Any, where: str) -> str:
+    """The split regex a pre-tokenizer block describes (ours, or plain GPT-2 ByteLevel)."""
+    if not isinstance(pre, dict):
+        raise DataError(where, "pre_tokenizer is missing; expected byte-level BPE")
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        return GPT2_PATTERN
+    if pre.get("type") == "Sequence":
+        items = pre.get("pretokenizers") or []
+        if (
+            len(items) == 2
+            and items[0].get("type") == "Split"
+            and items[1].get("type") == "ByteLevel"
+            and not items[1].get("use_regex", True)
+        ):
+            regex = (items[0].get("pattern") or {}).get("Regex")
+            if isinstance(regex, str):
+                return regex
+    raise DataError(
+        where,
+        f"unsupported pre_tokenizer {pre.get('type')!r}; expected ByteLevel "
+        "or Sequence[Split(Regex), ByteLevel(use_regex=false)]",
+    )
+
+
+def load(path: Path) -> Tokenizer:
+    """Read a byte-level BPE tokenizer.json (ours or GPT-2 style); DataError if it is not one."""
+    where = str(path)
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(where, f"cannot read tokenizer.json ({exc})") from None
+    model = obj.get("model") if isinstance(obj, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        raise DataError(where, "model.type must be 'BPE'")
+    pattern = _pattern(obj.get("pre_tokenizer"), where)
+    inv = {c: b for b, c in bytes_to_unicode().items()}
+    vocab: dict[str, int] = model.get("vocab") or {}
+    try:
+        byte_ids = [vocab[inv_c] for inv_c in (bytes_to_unicode()[b] for b in range(256))]
+        id_bytes = {i: bytes(inv[c] for c in s) for s, i in vocab.items()}
+        merges = [m.split(" ") if isinstance(m, str) else m for m in model.get("merges") or []]
+        pairs = [(vocab[a], vocab[b]) for a, b in merges]
+        merged_ids = [vocab[a + b] for a, b in merges]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise DataError(where, f"not a byte-level BPE vocabulary (missing {exc})") from None
+    specials = {t["content"]: t["id"] for t in obj.get("added_tokens") or [] if t.get("special")}
+    size = max([*vocab.values(), *specials.values()]) + 1
+    table = [id_bytes.get(i, b"") for i in range(size)]
+    return Tokenizer(
+        pairs,
+        list(specials),
+        pattern,
+        vocab=table,
+        byte_ids=byte_ids,
+        merged_ids=merged_ids,
+        special_ids=list(specials.values()),
+    )
