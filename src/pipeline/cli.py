@@ -121,8 +121,10 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     from pipeline.sources.builtin import BUILTINS, probe
 
     if args.probe:
-        for name, size, about in probe():
-            print(f"{name:<18} {size:<28} {about}")
+        rows = probe()
+        width = max(len(size) for _, size, _ in rows)
+        for name, size, about in rows:
+            print(f"{name:<18} {size:<{width}}  {about}")
     else:
         for b in BUILTINS.values():
             print(f"{b.name:<18} {b.about}")
