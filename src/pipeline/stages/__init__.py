@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pipeline.stage import Stage
 from pipeline.stages import download
+from pipeline.stages import quality
 from pipeline.stages import tokenize
 
 ORDER = ("download", "clean", "dedup", "quality", "tokenize", "pack", "shard")
 
 _REGISTERED: list[Stage] = [
     download.STAGE,
+    quality.STAGE,
     tokenize.STAGE,
 ]
 

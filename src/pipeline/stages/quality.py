@@ -1,0 +1,297 @@
+"""quality: score every document in [0, 1] and drop the low ones (`quality` column on all rows).
+
+Heuristic score = sigmoid of a linear combination of document statistics; classifier = logistic
+regression on hashed word 1+2-grams + those statistics, trained on the heuristic's top/bottom
+share as pseudo labels (+ an optional labelled seed set). Saved as model.npz, reusable.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.errors import DataError, RecipeError
+from pipeline.io import atomic_write_bytes, part_name, read_table, text_bytes, write_table
+from pipeline.quality import select
+from pipeline.quality.features import (
+    DEFAULT_BIAS,
+    DEFAULT_WEIGHTS,
+    STAT_NAMES,
+    Csr,
+    hashed_features,
+    heuristic_score,
+    stats_matrix,
+    vstack,
+)
+from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc, train
+from pipeline.recipe import bounded
+from pipeline.stage import Stage, StageContext, StageResult
+
+MODEL_FILE = "model.npz"
+HASH_SEED = 0  # fixed: a saved model must hash words exactly as it did in training
+# Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
+QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    score: Literal["classifier", "heuristic"] = "classifier"  # which score is `quality` and decides
+    keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # how to decide
+    min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
+    keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this share, best first
+    pareto_alpha: float = bounded(9.0, gt=0.0)  # pareto: keep if pareto(alpha) > 1 - score (GPT-3: 9)
+    heuristic_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    # ^ weight per statistic (keys from STAT_NAMES; missing keys keep their default weight)
+    heuristic_bias: float = DEFAULT_BIAS  # heuristic logit offset: score = sigmoid(bias + w . stats)
+    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # top/bottom share = pseudo good/bad
+    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # ...and pseudo-bad needs heuristic < this
+    pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # ...and pseudo-good needs >= this
+    seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
+    model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
+    hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
+    l2: float = bounded(1e-4, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
+    iterations: int = bounded(200, ge=1)  # full-batch Adam steps
+    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size
+    holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
+    min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
+    max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
+    on_no_spread: Literal["heuristic", "error"] = "heuristic"  # no pseudo labels: fall back/stop
+    max_chars: int = bounded(100_000, ge=100)  # statistics and features read this many chars/doc
+
+    def validate(self, path: str) -> None:
+        if self.pseudo_bad_below > self.pseudo_good_above:
+            raise RecipeError(f"{path}.pseudo_bad_below", f"must be <= pseudo_good_above "
+                              f"({self.pseudo_good_above}), got {self.pseudo_bad_below}")
+        unknown = sorted(set(self.heuristic_weights) - set(STAT_NAMES))
+        if unknown:
+            raise RecipeError(f"{path}.heuristic_weights.{unknown[0]}",
+                              f"unknown statistic; expected one of {', '.join(STAT_NAMES)}")
+        for key in ("seed_set_path", "model_path"):
+            value = getattr(self, key)
+            if value is not None and not Path(value).is_file():
+                raise RecipeError(f"{path}.{key}", f"file {value!r} not found")
+
+
+# ---------------------------------------------------------------- per-part work (map)
+
+
+def _scan_part(path: Path, max_chars: int) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+    """(stats float32 [n, k], no_words bool [n], hidden labels or None) of one part."""
+    table = read_table(path)
+    texts = table.column("text").to_pylist()
+    stats = stats_matrix(texts, max_chars)
+    no_words = np.array([not t[:max_chars].split() for t in texts], bool)
+    labels = table.column("label").to_pylist() if "label" in table.column_names else None
+    return stats, no_words, labels
+
+
+def _part_features(item: tuple[Path, np.ndarray], dims: int, max_chars: int) -> Csr:
+    """Hashed features of the given local rows of one part (all rows when rows is None)."""
+    path, rows = item
+    texts = read_table(path, columns=["text"]).column("text").to_pylist()
+    if rows is not None:
+        texts = [texts[i] for i in rows]
+    return hashed_features(texts, dims, HASH_SEED, max_chars)
+
+
+def _score_part(item: tuple[Path, np.ndarray], model: Model, max_chars: int) -> np.ndarray:
+    path, stats = item
+    X = _part_features((path, None), model.meta["dims"], max_chars)
+    return model.predict(X, stats)
+
+
+def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
+    """Write kept rows to part-i and dropped rows to rejected/part-i (input columns + quality)."""
+    index, path, scores, keep, no_words, example_rows = item
+    table = read_table(path)
+    for name in ("quality", "reasons"):  # a re-scored input: replace, never duplicate
+        if name in table.column_names:
+            table = table.drop_columns([name])
+    table = table.append_column("quality", pa.array(scores.astype(np.float32), pa.float32()))
+    texts = table.column("text").to_pylist()
+    kept = table.filter(pa.array(keep))
+    outputs = [part_name(index)]
+    write_table(out_dir / outputs[0], kept)
+    if not keep.all():
+        dropped = table.filter(pa.array(~keep))
+        reasons = ["no_words" if e else "low_quality" for e in no_words[~keep]]
+        dropped = dropped.append_column("reasons", pa.array([[r] for r in reasons],
+                                                            pa.list_(pa.string())))
+        outputs.append(f"rejected/{part_name(index)}")
+        write_table(out_dir / outputs[1], dropped)
+    ids = table.column("id").to_pylist()
+    examples = {int(r): (ids[r], texts[r][:100]) for r in example_rows}
+    return {"outputs": outputs, "bytes_in": text_bytes(texts),
+            "bytes_out": text_bytes(t for t, k in zip(texts, keep) if k), "examples": examples}
+
+
+# ---------------------------------------------------------------- training (reduce)
+
+
+def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
+    """Texts and labels (1 good, 0 bad) of a JSONL seed set; DataError on a bad line."""
+    texts, labels = [], []
+    names = {"good": 1, "bad": 0, "1": 1, "0": 0, "true": 1, "false": 0}
+    with open(path, encoding="utf-8") as f:
+        for num, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                label = names[str(rec["label"]).lower()]
+                text = rec["text"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise DataError(f"{path}:{num}", "expected {\"text\": str, \"label\": "
+                                "good|bad}") from None
+            if not isinstance(text, str):
+                raise DataError(f"{path}:{num}", "field 'text' is not a string")
+            texts.append(text)
+            labels.append(label)
+    if not texts:
+        raise DataError(path, "the seed set has no documents")
+    return texts, np.array(labels, np.int8)
+
+
+def fit_classifier(X: Csr, stats: np.ndarray, pl: select.PseudoLabels, cfg: QualityConfig,
+                   seed_set: tuple[Csr, np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[Model, dict[str, Any]]:
+    """Train on the non-held-out pseudo-labelled rows (X, stats aligned with pl.rows) plus the
+    seed set; report agreement with the pseudo labels on the held-out rows."""
+    fit = np.flatnonzero(~pl.holdout)
+    Xf, Sf, yf = X.take(fit), stats[fit], pl.y[fit]
+    if seed_set is not None:
+        Xs, Ss, ys = seed_set
+        Xf, Sf, yf = vstack([Xf, Xs], X.num_cols), np.vstack([Sf, Ss]), np.concatenate([yf, ys])
+    meta = {"dims": X.num_cols, "hash_seed": HASH_SEED, "max_chars": cfg.max_chars,
+            "stat_names": list(STAT_NAMES), "train_docs": int(len(yf)),
+            "pseudo_bad_max": pl.bad_max, "pseudo_good_min": pl.good_min}
+    params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
+    model, losses = train(Xf, Sf, yf, params, meta)
+    info: dict[str, Any] = {"status": "trained", "train_docs": int(len(yf)),
+                            "seed_set_docs": 0 if seed_set is None else int(len(seed_set[2])),
+                            "pseudo_label_thresholds": [round(pl.bad_max, 4),
+                                                        round(pl.good_min, 4)],
+                            "loss_first": losses[0], "loss_last": losses[-1]}
+    held = np.flatnonzero(pl.holdout)
+    if len(held):
+        p = model.predict(X.take(held), stats[held])
+        info["holdout_docs"] = int(len(held))
+        info["holdout_agreement"] = round(float(((p >= 0.5) == (pl.y[held] == 1)).mean()), 4)
+        auc = roc_auc(p, pl.y[held] == 1)
+        info["holdout_auc"] = None if auc is None else round(auc, 4)
+    return model, info
+
+
+def _train_or_load(cfg: QualityConfig, ctx: StageContext, stats: np.ndarray, heur: np.ndarray,
+                   scorable: np.ndarray, offsets: np.ndarray) -> tuple[Model | None, dict]:
+    """The classifier (loaded, trained, or None with the documented heuristic fallback)."""
+    if cfg.model_path:
+        model = load_model(Path(cfg.model_path))
+        if model.meta.get("stat_names") != list(STAT_NAMES):
+            raise DataError(cfg.model_path, f"model statistics {model.meta.get('stat_names')} "
+                            f"differ from this version's {list(STAT_NAMES)}")
+        return model, {"status": "loaded", "path": cfg.model_path}
+    try:
+        pl = select.pseudo_labels(heur, scorable, cfg.pseudo_label_fraction, cfg.pseudo_bad_below,
+                                  cfg.pseudo_good_above, cfg.min_train_docs, cfg.max_train_docs,
+                                  cfg.holdout_fraction, ctx.seed)
+    except select.NoSpread as exc:
+        if cfg.on_no_spread == "error":
+            raise DataError(f"{ctx.upstream} output", f"cannot bootstrap pseudo labels: {exc} "
+                            "(set quality.on_no_spread: heuristic to fall back)") from None
+        ctx.log.warning("[quality] no classifier: %s; using the heuristic score", exc)
+        return None, {"status": "fallback_heuristic", "why": str(exc)}
+    part_of = np.searchsorted(offsets, pl.rows, side="right") - 1
+    items = [(p, pl.rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
+    fn = functools.partial(_part_features, dims=1 << cfg.hash_bits, max_chars=cfg.max_chars)
+    X = vstack(ctx.executor.map(fn, items, desc="quality features"), 1 << cfg.hash_bits)
+    seed_set = None
+    if cfg.seed_set_path:
+        texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
+        seed_set = (hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars),
+                    stats_matrix(texts, cfg.max_chars), y)
+    return fit_classifier(X, stats[pl.rows], pl, cfg, seed_set)
+
+
+def _label_auc(labels: list[str] | None, scores: dict[str, np.ndarray]) -> dict | None:
+    """ROC-AUC of each score on hidden labels (`good` vs `junk:*`), when the input has them."""
+    if labels is None:
+        return None
+    lab = np.array(labels, dtype=object)
+    good = lab == "good"
+    target = good | np.isin(lab, QUALITY_JUNK)
+    out: dict[str, Any] = {"junk_kinds": list(QUALITY_JUNK), "docs": int(target.sum())}
+    for name, s in scores.items():
+        auc = roc_auc(s[target], good[target])
+        out[f"auc_{name}"] = None if auc is None else round(auc, 4)
+        auc_all = roc_auc(s, good)
+        out[f"auc_{name}_all_junk"] = None if auc_all is None else round(auc_all, 4)
+    return out
+
+
+def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
+    parts = list(ctx.input_parts)
+    if not parts:
+        raise DataError(ctx.upstream or "quality", "no input parts to score")
+    scans = ctx.executor.map(functools.partial(_scan_part, max_chars=cfg.max_chars), parts,
+                             desc="quality stats")
+    sizes = np.array([len(s[1]) for s in scans], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    stats = np.vstack([s[0] for s in scans])
+    scorable = ~np.concatenate([s[1] for s in scans])
+    labels = None if any(s[2] is None for s in scans) else [x for s in scans for x in s[2]]
+    weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
+    heur = heuristic_score(stats, weights, cfg.heuristic_bias)
+    model, info = _train_or_load(cfg, ctx, stats, heur, scorable, offsets)
+    all_scores = {"heuristic": heur}
+    if model is not None:
+        fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
+        items = [(p, stats[offsets[i]:offsets[i + 1]]) for i, p in enumerate(parts)]
+        all_scores["classifier"] = np.concatenate(ctx.executor.map(fn, items, desc="quality score"))
+    used = "classifier" if model is not None and cfg.score == "classifier" else "heuristic"
+    final = np.where(scorable, all_scores[used], 0.0)
+    keep, threshold = select.keep_mask(cfg.keep_rule, final, scorable, cfg.min_score,
+                                       cfg.keep_fraction, cfg.pareto_alpha, ctx.seed)
+    deciles = select.decile_rows(final, scorable)
+    items = []
+    for i, p in enumerate(parts):
+        lo, hi = offsets[i], offsets[i + 1]
+        rows = [r - lo for _, r in deciles if lo <= r < hi]
+        items.append((i, p, final[lo:hi], keep[lo:hi], ~scorable[lo:hi], rows))
+    written = ctx.executor.map(functools.partial(_write_part, out_dir=ctx.out_dir), items,
+                               desc="quality write")
+    outputs = [o for w in written for o in w["outputs"]]
+    if model is not None and not cfg.model_path:
+        atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(model))
+        outputs.append(MODEL_FILE)
+        info["model_file"] = MODEL_FILE
+    examples = {}
+    for w, lo in zip(written, offsets[:-1]):
+        examples.update({int(lo) + r: v for r, v in w["examples"].items()})
+    stats_out = {
+        "docs_in": int(len(final)), "docs_out": int(keep.sum()),
+        "dropped_low_quality": int((~keep & scorable).sum()),
+        "dropped_no_words": int((~scorable).sum()),
+        "bytes_in": sum(w["bytes_in"] for w in written),
+        "bytes_out": sum(w["bytes_out"] for w in written),
+        "score": used, "keep_rule": cfg.keep_rule, "threshold": threshold,
+        "score_mean": round(float(final[scorable].mean()), 4) if scorable.any() else None,
+        "score_histogram": select.histogram(final[scorable], threshold),
+        "heuristic_histogram": select.histogram(heur[scorable], None),
+        "decile_examples": [{"decile": d, "score": round(float(final[r]), 4),
+                             "id": examples[r][0], "text": examples[r][1]} for d, r in deciles],
+        "classifier": info,
+    }
+    label_auc = _label_auc(labels, all_scores)
+    if label_auc is not None:
+        stats_out["hidden_label_auc"] = label_auc
+    return StageResult(outputs=outputs, stats=stats_out)
+
+
+STAGE = Stage("quality", QualityConfig, run, version="1")
