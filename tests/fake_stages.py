@@ -44,8 +44,12 @@ def run(cfg: LowerConfig, ctx: StageContext) -> StageResult:
         f.write(json.dumps(len(results)) + "\n")
     docs_in = sum(r["in"] for r in results)
     docs_out = sum(r["out"] for r in results)
-    stats = {"docs_in": docs_in, "docs_out": docs_out, "dropped_prefix": docs_in - docs_out,
-             "worker_pids": len({r["pid"] for r in results})}
+    stats = {
+        "docs_in": docs_in,
+        "docs_out": docs_out,
+        "dropped_prefix": docs_in - docs_out,
+        "worker_pids": len({r["pid"] for r in results}),
+    }
     return StageResult([part_name(i) for i in range(len(jobs))], stats)
 
 
@@ -55,5 +59,3 @@ LOWER = Stage("clean", LowerConfig, run, version="test")
 def calls(run_dir: Path) -> int:
     path = Path(run_dir).parent / "lower_calls.txt"
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-

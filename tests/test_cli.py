@@ -52,8 +52,23 @@ def test_set_out_dir_workers_and_source_shorthands(tmp_path, capsys):
     data = tmp_path / "mine.jsonl"
     data.write_text('{"text": "hello there"}\n{"text": "general kenobi"}\n')
     out = tmp_path / "mine"
-    assert main(["data", "--config", cfg, "--jsonl", str(data), "--out-dir", str(out),
-                 "--workers", "2", "-q"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "--config",
+                cfg,
+                "--jsonl",
+                str(data),
+                "--out-dir",
+                str(out),
+                "--workers",
+                "2",
+                "-q",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "pipeline_report.json").read_text())
     assert report["stages"][0]["stats"]["docs_out"] == 2
     assert report["stages"][0]["stats"]["source"] == "jsonl"
@@ -85,7 +100,9 @@ def test_inspect_rejected(tmp_path, capsys):
     data.write_text('{"text": "ok"}\n' * 30 + "{broken\n")
     cfg = write_recipe(tmp_path, f"download:\n  source: jsonl\n  path: {data}\n")
     assert main(["data", "--config", cfg, "-q"]) == 0
-    assert main(["inspect", str(tmp_path / "run"), "--stage", "download", "--reason", "bad_json"]) == 0
+    assert (
+        main(["inspect", str(tmp_path / "run"), "--stage", "download", "--reason", "bad_json"]) == 0
+    )
     out = capsys.readouterr().out
     assert "reasons: bad_json=1" in out and "c.jsonl:31" in out and "{broken" in out
     assert main(["inspect", str(tmp_path / "run"), "--stage", "download", "--reason", "nope"]) == 1

@@ -8,9 +8,9 @@ import socket
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from conftest import run_stages
 from http_server import LocalServer
-
 from pipeline.errors import DataError, PipelineError
 from pipeline.io import read_table
 from pipeline.manifest import Manifest
@@ -18,8 +18,10 @@ from pipeline.sources import builtin
 from pipeline.sources.builtin import BUILTINS, RemoteFile, probe
 from pipeline.sources.http import cache_dir, fetch
 
-STORIES = "Once upon a time there was a cat.\nIt was happy.\n<|endoftext|>\n\nTom ran fast.\n" \
-          "<|endoftext|>\nThe end came.\n"
+STORIES = (
+    "Once upon a time there was a cat.\nIt was happy.\n<|endoftext|>\n\nTom ran fast.\n"
+    "<|endoftext|>\nThe end came.\n"
+)
 
 
 def docs(run_dir):
@@ -37,8 +39,11 @@ def test_tinystories_download_split_and_cache_hit(tmp_path, server, monkeypatch)
     server.files["TinyStories-valid.txt"] = STORIES.encode()
     monkeypatch.setenv("PIPELINE_URL_TINYSTORIES", server.url)
     run_stages(tmp_path / "a", {"download": {"source": "tinystories"}})
-    assert docs(tmp_path / "a") == ["Once upon a time there was a cat.\nIt was happy.",
-                                    "Tom ran fast.", "The end came."]
+    assert docs(tmp_path / "a") == [
+        "Once upon a time there was a cat.\nIt was happy.",
+        "Tom ran fast.",
+        "The end came.",
+    ]
     gets = [r for r in server.requests if r[0] == "GET"]
     run_stages(tmp_path / "b", {"download": {"source": "tinystories"}})
     assert [r for r in server.requests if r[0] == "GET"] == gets  # cached: no new request
@@ -50,8 +55,9 @@ def test_resume_after_truncated_download(tmp_path, server):
     server.files["big.bin"] = data
     dest = tmp_path / "big.bin"
     (tmp_path / "big.bin.part").write_bytes(data[:300_000])  # an interrupted earlier download
-    fetch(f"{server.url}/big.bin", dest, len(data), hashlib.sha256(data).hexdigest(),
-          progress=False)
+    fetch(
+        f"{server.url}/big.bin", dest, len(data), hashlib.sha256(data).hexdigest(), progress=False
+    )
     assert dest.read_bytes() == data
     assert server.requests[-1] == ("GET", "/big.bin", "bytes=300000-")
     assert not (tmp_path / "big.bin.part").exists()
@@ -81,7 +87,9 @@ def test_server_without_range_support_restarts(tmp_path):
 def test_size_mismatch_is_a_clear_error(tmp_path, server, monkeypatch):
     server.files["input.txt"] = b"not the tiny shakespeare file\n\nat all\n"
     monkeypatch.setenv("PIPELINE_URL_SHAKESPEARE", server.url)
-    with pytest.raises(DataError, match=r"input\.txt: the server's file is 38 bytes, expected 1,115,394"):
+    with pytest.raises(
+        DataError, match=r"input\.txt: the server's file is 38 bytes, expected 1,115,394"
+    ):
         run_stages(tmp_path / "run", {"download": {"source": "shakespeare"}})
     assert not (tmp_path / "run" / "download").exists()
 
@@ -111,8 +119,16 @@ def test_server_down_names_offline_choices(tmp_path, monkeypatch):
 
 
 def test_wikitext_splits_on_top_level_headings(tmp_path, server, monkeypatch):
-    lines = ["", " = Alpha = \n", "", " Alpha text .\n", " = = Sub = = \n", " More alpha .\n",
-             " = Beta = \n", " Beta text .\n"]
+    lines = [
+        "",
+        " = Alpha = \n",
+        "",
+        " Alpha text .\n",
+        " = = Sub = = \n",
+        " More alpha .\n",
+        " = Beta = \n",
+        " Beta text .\n",
+    ]
     path = tmp_path / "w.parquet"
     pq.write_table(pa.table({"text": lines}), path)
     server.files["train-00000-of-00001.parquet"] = path.read_bytes()
@@ -148,4 +164,5 @@ def test_probe_reports_sizes_and_unreachable(server, monkeypatch):
 
 def test_remote_files_declare_known_sizes():
     assert BUILTINS["shakespeare"].files[0] == RemoteFile(
-        "input.txt", 1_115_394, "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
+        "input.txt", 1_115_394, "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+    )

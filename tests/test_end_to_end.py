@@ -49,7 +49,9 @@ def test_demo_recipe_same_bytes_for_1_and_2_workers(tmp_path):
     hashes = []
     for workers in ("1", "2"):
         out = tmp_path / f"w{workers}"
-        assert main(["data", "--config", recipe, "--out-dir", str(out), "--workers", workers,
-                     *SMALL]) == 0
+        assert (
+            main(["data", "--config", recipe, "--out-dir", str(out), "--workers", workers, *SMALL])
+            == 0
+        )
         hashes.append(manifest_hashes(out))
     assert hashes[0] == hashes[1]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_recipe
 
+from conftest import make_recipe
 from pipeline.errors import RecipeError
 from pipeline.recipe import dump_recipe, load_recipe, parse_override
 
@@ -18,7 +18,9 @@ def test_defaults_filled_in(tmp_path):
 
 
 def test_unknown_stage_key_suggests_closest(tmp_path):
-    with pytest.raises(RecipeError, match=r"download\.max_doc: unknown key \(did you mean 'max_docs'"):
+    with pytest.raises(
+        RecipeError, match=r"download\.max_doc: unknown key \(did you mean 'max_docs'"
+    ):
         make_recipe(tmp_path, {"download": {"source": "toy", "max_doc": 5}})
 
 
@@ -28,7 +30,9 @@ def test_unknown_top_level_key_suggests_closest(tmp_path):
 
 
 def test_wrong_type_names_path_value_and_expected(tmp_path):
-    with pytest.raises(RecipeError, match=r"download\.docs_per_part: got 'many', expected an integer"):
+    with pytest.raises(
+        RecipeError, match=r"download\.docs_per_part: got 'many', expected an integer"
+    ):
         make_recipe(tmp_path, {"download": {"source": "toy", "docs_per_part": "many"}})
 
 
@@ -38,14 +42,18 @@ def test_bool_is_not_an_integer(tmp_path):
 
 
 def test_out_of_range(tmp_path):
-    with pytest.raises(RecipeError, match=r"download\.max_malformed_fraction: must be in \[0.0, 1.0\], got 1.5"):
+    with pytest.raises(
+        RecipeError, match=r"download\.max_malformed_fraction: must be in \[0.0, 1.0\], got 1.5"
+    ):
         make_recipe(tmp_path, {"download": {"source": "toy", "max_malformed_fraction": 1.5}})
     with pytest.raises(RecipeError, match=r"workers: must be in \[1, inf\), got 0"):
         make_recipe(tmp_path, {"download": {"source": "toy"}}, workers=0)
 
 
 def test_unknown_source_suggests_closest(tmp_path):
-    with pytest.raises(RecipeError, match=r"download\.source: got 'tinystory'.*did you mean 'tinystories'"):
+    with pytest.raises(
+        RecipeError, match=r"download\.source: got 'tinystory'.*did you mean 'tinystories'"
+    ):
         make_recipe(tmp_path, {"download": {"source": "tinystory"}})
 
 
@@ -53,7 +61,9 @@ def test_file_source_needs_an_existing_path(tmp_path):
     with pytest.raises(RecipeError, match=r"download\.path: is required when source is 'jsonl'"):
         make_recipe(tmp_path, {"download": {"source": "jsonl"}})
     with pytest.raises(RecipeError, match=r"download\.path: no file matches"):
-        make_recipe(tmp_path, {"download": {"source": "jsonl", "path": str(tmp_path / "nope*.jsonl")}})
+        make_recipe(
+            tmp_path, {"download": {"source": "jsonl", "path": str(tmp_path / "nope*.jsonl")}}
+        )
 
 
 def test_no_stage_enabled(tmp_path):
@@ -81,7 +91,9 @@ def test_overrides_are_typed_like_the_field(tmp_path):
     r = load_recipe(path, ["download.max_docs=500", "workers=2", "name=2024", "seed=3"])
     assert r.stages["download"].max_docs == 500
     assert r.run.workers == 2 and r.run.name == "2024" and r.run.seed == 3
-    with pytest.raises(RecipeError, match=r"download\.max_docs: got 'lots', expected an integer or null"):
+    with pytest.raises(
+        RecipeError, match=r"download\.max_docs: got 'lots', expected an integer or null"
+    ):
         load_recipe(path, ["download.max_docs=lots"])
 
 
@@ -89,7 +101,9 @@ def test_parse_override_rejects_missing_equals():
     with pytest.raises(RecipeError, match="expected stage.key=value"):
         parse_override("download.max_docs")
     assert parse_override("download.separator=<|endoftext|>") == (
-        ["download", "separator"], "<|endoftext|>")
+        ["download", "separator"],
+        "<|endoftext|>",
+    )
 
 
 def test_configs_are_frozen(tmp_path):

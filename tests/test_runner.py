@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_recipe
-from fake_stages import LOWER, calls
 
 import pipeline.stages as stages_mod
+from conftest import make_recipe
+from fake_stages import LOWER, calls
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.io import sha256_file
 from pipeline.manifest import Manifest
@@ -79,12 +79,18 @@ def test_tampered_output_is_rerun(tmp_path):
 def test_from_until_only(tmp_path):
     r = recipe(tmp_path)
     assert actions(run_recipe(r, until="download", progress=False)) == {
-        "download": "run", "clean": "off"}
+        "download": "run",
+        "clean": "off",
+    }
     assert not (tmp_path / "run" / "clean").exists()
     assert actions(run_recipe(r, start="clean", progress=False)) == {
-        "download": "reuse", "clean": "run"}
+        "download": "reuse",
+        "clean": "run",
+    }
     assert actions(run_recipe(r, only="clean", force=True, progress=False)) == {
-        "download": "reuse", "clean": "run"}
+        "download": "reuse",
+        "clean": "run",
+    }
     assert calls(r.run.out_dir) == 2
 
 
@@ -115,8 +121,11 @@ def test_manifest_records_every_output_with_hash(tmp_path):
     m = json.loads((tmp_path / "run" / "manifest.json").read_text())
     for name, entry in m["stages"].items():
         assert entry["fingerprint"] and entry["finished_at"]
-        files = sorted(p.relative_to(tmp_path / "run").as_posix()
-                       for p in (tmp_path / "run" / name).rglob("*") if p.is_file())
+        files = sorted(
+            p.relative_to(tmp_path / "run").as_posix()
+            for p in (tmp_path / "run" / name).rglob("*")
+            if p.is_file()
+        )
         assert [o["path"] for o in entry["outputs"]] == files
         for o in entry["outputs"]:
             path = tmp_path / "run" / o["path"]
@@ -153,15 +162,17 @@ def test_crash_leaves_no_partial_output_and_rerun_matches(tmp_path):
     run_recipe(make_recipe(fresh_dir, {"download": DOWNLOAD, "clean": {}}), progress=False)
     fresh = json.loads((fresh_dir / "manifest.json").read_text())["stages"]
     for name in ("download", "clean"):
-        assert [o["sha256"] for o in resumed[name]["outputs"]] == \
-            [o["sha256"] for o in fresh[name]["outputs"]]
+        assert [o["sha256"] for o in resumed[name]["outputs"]] == [
+            o["sha256"] for o in fresh[name]["outputs"]
+        ]
 
 
 def test_workers_1_and_2_byte_identical(tmp_path):
     shas = []
     for workers in (1, 2):
-        r = make_recipe(tmp_path / f"w{workers}", {"download": DOWNLOAD, "clean": {}},
-                        workers=workers)
+        r = make_recipe(
+            tmp_path / f"w{workers}", {"download": DOWNLOAD, "clean": {}}, workers=workers
+        )
         run_recipe(r, progress=False)
         m = json.loads((tmp_path / f"w{workers}" / "manifest.json").read_text())
         shas.append({n: [o["sha256"] for o in e["outputs"]] for n, e in m["stages"].items()})

@@ -8,8 +8,8 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_stages
 
+from conftest import run_stages
 from pipeline.errors import DataError
 from pipeline.io import read_table
 from pipeline.manifest import Manifest
@@ -44,8 +44,9 @@ def test_jsonl_plain_gz_zst(tmp_path, suffix):
             f.write(data)
     else:
         path.write_bytes(data)
-    run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(path),
-                                               "docs_per_part": 10}})
+    run_stages(
+        tmp_path / "run", {"download": {"source": "jsonl", "path": str(path), "docs_per_part": 10}}
+    )
     t = table(tmp_path / "run")
     assert t.column("id").to_pylist() == [r["id"] for r in ROWS]
     assert t.column("text").to_pylist() == [r["text"] for r in ROWS]
@@ -55,8 +56,17 @@ def test_jsonl_plain_gz_zst(tmp_path, suffix):
 def test_jsonl_glob_custom_fields_and_made_ids(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", [{"body": "alpha"}, {"body": "beta"}])
     write_jsonl(tmp_path / "b.jsonl", [{"body": "gamma"}])
-    run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(tmp_path / "*.jsonl"),
-                                               "text_field": "body", "id_field": None}})
+    run_stages(
+        tmp_path / "run",
+        {
+            "download": {
+                "source": "jsonl",
+                "path": str(tmp_path / "*.jsonl"),
+                "text_field": "body",
+                "id_field": None,
+            }
+        },
+    )
     t = table(tmp_path / "run")
     assert t.column("text").to_pylist() == ["alpha", "beta", "gamma"]
     assert t.column("id").to_pylist() == ["a.jsonl:1", "a.jsonl:2", "b.jsonl:1"]
@@ -65,26 +75,44 @@ def test_jsonl_glob_custom_fields_and_made_ids(tmp_path):
 def test_malformed_lines_are_counted_reported_and_kept_aside(tmp_path):
     path = tmp_path / "c.jsonl"
     good = [json.dumps({"text": f"fine {i}"}) for i in range(96)]
-    lines = good[:10] + ["{not json"] + good[10:50] + [json.dumps({"txt": "x"})] + good[50:] + \
-        [json.dumps({"text": 5})]
+    lines = (
+        good[:10]
+        + ["{not json"]
+        + good[10:50]
+        + [json.dumps({"txt": "x"})]
+        + good[50:]
+        + [json.dumps({"text": 5})]
+    )
     path.write_bytes(("\n".join(lines) + "\n").encode() + b'{"text": "bad \xff byte"}\n')
     run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(path)}})
     st = stats(tmp_path / "run")
     assert st["docs_in"] == 100 and st["docs_out"] == 96
-    assert (st["dropped_bad_json"], st["dropped_missing_text"], st["dropped_text_not_string"],
-            st["dropped_invalid_utf8"]) == (1, 1, 1, 1)
-    assert st["malformed_examples"][0].endswith("c.jsonl:11: bad JSON (Expecting property name "
-                                                "enclosed in double quotes at column 2)")
+    assert (
+        st["dropped_bad_json"],
+        st["dropped_missing_text"],
+        st["dropped_text_not_string"],
+        st["dropped_invalid_utf8"],
+    ) == (1, 1, 1, 1)
+    assert st["malformed_examples"][0].endswith(
+        "c.jsonl:11: bad JSON (Expecting property name enclosed in double quotes at column 2)"
+    )
     rejected = read_table(tmp_path / "run" / "download" / "rejected" / "part-00000.parquet")
-    assert rejected.column("reasons").to_pylist() == [["bad_json"], ["missing_text"],
-                                                      ["text_not_string"], ["invalid_utf8"]]
+    assert rejected.column("reasons").to_pylist() == [
+        ["bad_json"],
+        ["missing_text"],
+        ["text_not_string"],
+        ["invalid_utf8"],
+    ]
 
 
 def test_too_many_malformed_lines_stop_the_run(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"text": "ok"}\nnope\nnope\n')
-    with pytest.raises(DataError, match=r"c\.jsonl: 2 of 3 records malformed \(66\.7% > "
-                                        r"download\.max_malformed_fraction 5\.0%\); first: .*:2: bad JSON"):
+    with pytest.raises(
+        DataError,
+        match=r"c\.jsonl: 2 of 3 records malformed \(66\.7% > "
+        r"download\.max_malformed_fraction 5\.0%\); first: .*:2: bad JSON",
+    ):
         run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(path)}})
     assert not (tmp_path / "run" / "download").exists()
 
@@ -99,9 +127,18 @@ def test_lone_surrogates_and_nul_survive(tmp_path):
 def test_parquet_source(tmp_path):
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"content": ["x y", None, "z"], "uid": ["1", "2", "3"]}), path)
-    run_stages(tmp_path / "run", {"download": {"source": "parquet", "path": str(path),
-                                               "text_field": "content", "id_field": "uid",
-                                               "max_malformed_fraction": 0.5}})
+    run_stages(
+        tmp_path / "run",
+        {
+            "download": {
+                "source": "parquet",
+                "path": str(path),
+                "text_field": "content",
+                "id_field": "uid",
+                "max_malformed_fraction": 0.5,
+            }
+        },
+    )
     t = table(tmp_path / "run")
     assert t.column("id").to_pylist() == ["1", "3"]
     assert stats(tmp_path / "run")["dropped_text_not_string"] == 1
@@ -119,9 +156,14 @@ def test_text_files_whole_and_split(tmp_path):
     (tmp_path / "docs" / "a.txt").write_text("first file")
     (tmp_path / "docs" / "b.txt").write_text("one\n---\ntwo\n---\n")
     run_stages(tmp_path / "r1", {"download": {"source": "text", "path": str(tmp_path / "docs")}})
-    assert table(tmp_path / "r1").column("text").to_pylist() == ["first file", "one\n---\ntwo\n---\n"]
-    run_stages(tmp_path / "r2", {"download": {"source": "text", "path": str(tmp_path / "docs"),
-                                              "separator": "---"}})
+    assert table(tmp_path / "r1").column("text").to_pylist() == [
+        "first file",
+        "one\n---\ntwo\n---\n",
+    ]
+    run_stages(
+        tmp_path / "r2",
+        {"download": {"source": "text", "path": str(tmp_path / "docs"), "separator": "---"}},
+    )
     assert table(tmp_path / "r2").column("text").to_pylist() == ["first file", "one", "two"]
 
 

@@ -23,8 +23,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, type=Path, help="recipe YAML")
-    p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
-                   help="override a recipe value (repeatable), typed like the field")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="STAGE.KEY=VALUE",
+        help="override a recipe value (repeatable), typed like the field",
+    )
     p.add_argument("--out-dir", help="run folder (overrides out_dir)")
     p.add_argument("--workers", type=int, help="local worker processes (overrides workers)")
     p.add_argument("--source", help="shorthand for --set download.source=...")
@@ -32,7 +37,9 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pipeline", description="LLM pretraining data preparation")
+    parser = argparse.ArgumentParser(
+        prog="pipeline", description="LLM pretraining data preparation"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("data", help="run a recipe's stages")
@@ -88,8 +95,9 @@ def cmd_data(args: argparse.Namespace) -> int:
     from pipeline.runner import run_recipe
 
     recipe = _load(args)
-    items = run_recipe(recipe, args.start, args.until, args.only, args.force, args.dry_run,
-                       progress=not args.quiet)
+    items = run_recipe(
+        recipe, args.start, args.until, args.only, args.force, args.dry_run, progress=not args.quiet
+    )
     if args.dry_run:
         print(f"plan for {recipe.run.out_dir}:")
         for it in items:
@@ -140,14 +148,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"data": cmd_data, "show": cmd_show, "report": cmd_report, "datasets": cmd_datasets,
-            "inspect": cmd_inspect}
+COMMANDS = {
+    "data": cmd_data,
+    "show": cmd_show,
+    "report": cmd_report,
+    "datasets": cmd_datasets,
+    "inspect": cmd_inspect,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(message)s", stream=sys.stderr, force=True)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
     try:
         return COMMANDS[args.command](args)
     except PipelineError as exc:

@@ -60,14 +60,27 @@ def table(cls: type) -> list[str]:
 
 
 def generate() -> str:
-    lines = ["# Recipe reference", "",
-             "Generated from the config dataclasses by `python -m pipeline.docgen` (`make docs`);",
-             "do not edit by hand. `python -m pipeline show --config R` prints a recipe with every",
-             "default filled in. Ranges: `ge` ≥, `gt` >, `le` ≤, `lt` <.", "",
-             "## Run keys (top level)", "", *table(RunConfig), ""]
+    lines = [
+        "# Recipe reference",
+        "",
+        "Generated from the config dataclasses by `python -m pipeline.docgen` (`make docs`);",
+        "do not edit by hand. `python -m pipeline show --config R` prints a recipe with every",
+        "default filled in. Ranges: `ge` ≥, `gt` >, `le` ≤, `lt` <.",
+        "",
+        "## Run keys (top level)",
+        "",
+        *table(RunConfig),
+        "",
+    ]
     for name, stage in STAGES.items():
-        lines += [f"## `{name}:`", "", f"`{stage.config_cls.__name__}` in "
-                  f"`src/pipeline/stages/{name}.py`.", "", *table(stage.config_cls), ""]
+        lines += [
+            f"## `{name}:`",
+            "",
+            f"`{stage.config_cls.__name__}` in `src/pipeline/stages/{name}.py`.",
+            "",
+            *table(stage.config_cls),
+            "",
+        ]
     return "\n".join(lines)
 
 

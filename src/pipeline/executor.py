@@ -27,8 +27,9 @@ class Executor:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str = "") -> list[R]:
         items = list(items)
-        bar = Progress(len(items), desc or getattr(fn, "__name__", "work"), enabled=self.progress,
-                       unit="parts")
+        bar = Progress(
+            len(items), desc or getattr(fn, "__name__", "work"), enabled=self.progress, unit="parts"
+        )
         if self.workers == 1 or len(items) <= 1:
             out = []
             for item in items:

@@ -24,12 +24,17 @@ def inspect_rejected(run_dir: Path, stage: str, reason: str | None, n: int, char
             reasons = row.get("reasons") or []
             counts.update(reasons)
             if len(shown) < n and (reason is None or reason in reasons):
-                extra = "".join(f"  {c}={row[c]}" for c in cols
-                                if c not in ("id", "text", "source", "reasons") and row[c] is not None)
+                extra = "".join(
+                    f"  {c}={row[c]}"
+                    for c in cols
+                    if c not in ("id", "text", "source", "reasons") and row[c] is not None
+                )
                 text = row["text"][:chars].replace("\n", "\\n")
                 shown.append(f"--- {row['id']}  reasons={','.join(reasons)}{extra}\n{text}")
     if reason is not None and reason not in counts:
         known = ", ".join(f"{k} ({v})" for k, v in counts.most_common())
-        raise PipelineError(f"no document in {folder} was rejected for '{reason}'; reasons: {known}")
+        raise PipelineError(
+            f"no document in {folder} was rejected for '{reason}'; reasons: {known}"
+        )
     head = "reasons: " + ", ".join(f"{k}={v}" for k, v in counts.most_common())
     return "\n".join([head, *shown])

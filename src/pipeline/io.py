@@ -63,8 +63,11 @@ def write_table(path: Path, table: pa.Table) -> None:
 
 
 def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa.Array) -> pa.Table:
-    cols = {"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
-            "source": pa.array(sources, pa.string())}
+    cols = {
+        "id": pa.array(ids, pa.string()),
+        "text": pa.array(texts, pa.string()),
+        "source": pa.array(sources, pa.string()),
+    }
     cols.update(extra)
     return pa.table(cols)
 

@@ -1,4 +1,5 @@
-"""manifest.json: per stage its fingerprint, seed, outputs (path, sha256, records, bytes), finish time.
+"""manifest.json: per stage its fingerprint, seed, outputs (path, sha256, records, bytes) and
+finish time.
 
 Only the runner writes it, atomically. A stage counts as done when its fingerprint matches and
 every recorded output exists with its recorded size and sha256.
@@ -31,7 +32,9 @@ class Manifest:
             data = json.loads(path.read_text(encoding="utf-8"))
             stages = data["stages"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise DataError(str(path), f"unreadable manifest ({exc}); delete it to re-run every stage")
+            raise DataError(
+                str(path), f"unreadable manifest ({exc}); delete it to re-run every stage"
+            ) from None
         return cls(run_dir, stages)
 
     def save(self) -> None:
@@ -56,5 +59,8 @@ class Manifest:
     def parts(self, name: str) -> list[Path]:
         """The stage's main parts: `<name>/part-*` directly inside its folder, in order."""
         entry = self.stages.get(name, {})
-        return [self.run_dir / o["path"] for o in entry.get("outputs", [])
-                if o["path"].startswith(f"{name}/part-") and o["path"].count("/") == 1]
+        return [
+            self.run_dir / o["path"]
+            for o in entry.get("outputs", [])
+            if o["path"].startswith(f"{name}/part-") and o["path"].count("/") == 1
+        ]

@@ -22,8 +22,14 @@ import yaml
 from pipeline.errors import RecipeError
 
 
-def bounded(default: Any, *, ge: float | None = None, gt: float | None = None,
-            le: float | None = None, lt: float | None = None) -> Any:
+def bounded(
+    default: Any,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> Any:
     """A dataclass field whose numeric value must lie in the given range (None passes)."""
     return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "lt": lt})
 
@@ -74,7 +80,8 @@ def _type_name(tp: Any) -> str:
     if dataclasses.is_dataclass(tp):
         return "a mapping"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
-        tp, getattr(tp, "__name__", str(tp)))
+        tp, getattr(tp, "__name__", str(tp))
+    )
 
 
 def _convert(value: Any, tp: Any, path: str) -> Any:
@@ -99,7 +106,9 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         if value in choices:
             return value
         close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}", close[0] if close else None)
+        raise RecipeError(
+            path, f"got {value!r}, expected {_type_name(tp)}", close[0] if close else None
+        )
     if origin is list:
         (item,) = typing.get_args(tp)
         if not isinstance(value, list):
@@ -135,8 +144,12 @@ def _check_range(value: Any, meta: Any, path: str) -> None:
     ge, gt, le, lt = (meta.get(k) for k in ("ge", "gt", "le", "lt"))
     lo = f"[{ge}" if ge is not None else (f"({gt}" if gt is not None else "(-inf")
     hi = f"{le}]" if le is not None else (f"{lt})" if lt is not None else "inf)")
-    bad = ((ge is not None and value < ge) or (gt is not None and value <= gt)
-           or (le is not None and value > le) or (lt is not None and value >= lt))
+    bad = (
+        (ge is not None and value < ge)
+        or (gt is not None and value <= gt)
+        or (le is not None and value > le)
+        or (lt is not None and value >= lt)
+    )
     if bad:
         raise RecipeError(path, f"must be in {lo}, {hi}, got {value!r}")
 
@@ -225,8 +238,11 @@ def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
     for key in raw:
         if key not in run_keys and key not in STAGES:
             close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
-            raise RecipeError(str(key), "unknown key (not a run key nor a registered stage)",
-                              close[0] if close else None)
+            raise RecipeError(
+                str(key),
+                "unknown key (not a run key nor a registered stage)",
+                close[0] if close else None,
+            )
     run = build_config(RunConfig, run_raw, "")
     stages = {}
     for name in ORDER:

@@ -25,8 +25,9 @@ def load_report(run_dir: Path) -> dict[str, Any]:
         raise DataError(str(path), f"not valid JSON ({exc})") from None
 
 
-def update_report(run_dir: Path, recipe: dict[str, Any], seed: int, section: dict[str, Any],
-                  order: list[str]) -> dict[str, Any]:
+def update_report(
+    run_dir: Path, recipe: dict[str, Any], seed: int, section: dict[str, Any], order: list[str]
+) -> dict[str, Any]:
     """Replace (or add) one stage's section, keep pipeline order, write atomically."""
     report = load_report(run_dir)
     report["recipe"], report["seed"] = recipe, seed
@@ -45,8 +46,9 @@ def check_balance(stats: dict[str, Any]) -> None:
         return
     dropped = sum(v for k, v in stats.items() if k.startswith("dropped_") and isinstance(v, int))
     if stats["docs_in"] != stats["docs_out"] + dropped:
-        raise AssertionError(f"docs_in {stats['docs_in']} != docs_out {stats['docs_out']} + "
-                             f"dropped {dropped}")
+        raise AssertionError(
+            f"docs_in {stats['docs_in']} != docs_out {stats['docs_out']} + dropped {dropped}"
+        )
 
 
 def _fmt(value: Any) -> str:
@@ -67,15 +69,29 @@ def format_report(report: dict[str, Any]) -> str:
     for s in report.get("stages", []):
         st = s.get("stats", {})
         dropped = sum(v for k, v in st.items() if k.startswith("dropped_") and isinstance(v, int))
-        rows.append((s["stage"], _fmt(st.get("docs_in", "")), _fmt(st.get("docs_out", "")),
-                     _fmt(dropped), _fmt(s.get("seconds", 0.0)), _fmt(st.get("docs_per_s", "")),
-                     _fmt(st.get("mb_per_s", ""))))
+        rows.append(
+            (
+                s["stage"],
+                _fmt(st.get("docs_in", "")),
+                _fmt(st.get("docs_out", "")),
+                _fmt(dropped),
+                _fmt(s.get("seconds", 0.0)),
+                _fmt(st.get("docs_per_s", "")),
+                _fmt(st.get("mb_per_s", "")),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [f"run: {report.get('recipe', {}).get('name', '?') if report.get('recipe') else '?'}"
-             f"   seed: {report.get('seed')}", ""]
+    lines = [
+        f"run: {report.get('recipe', {}).get('name', '?') if report.get('recipe') else '?'}"
+        f"   seed: {report.get('seed')}",
+        "",
+    ]
     for r in rows:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                               enumerate(zip(r, widths))))
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))
+            )
+        )
     skip = {"docs_in", "docs_out", "docs_per_s", "mb_per_s"}
     for s in report.get("stages", []):
         extra = {k: v for k, v in s.get("stats", {}).items() if k not in skip}

@@ -37,9 +37,16 @@ def stage_seed(seed: int, name: str) -> int:
 
 def fingerprint(name: str, cfg: object, seed: int, upstream: str | None) -> str:
     stage = STAGES[name]
-    blob = json.dumps({"stage": name, "config": config_hash(cfg), "seed": stage_seed(seed, name),
-                       "upstream": upstream, "code": f"{__version__}+{stage.version}"},
-                      sort_keys=True)
+    blob = json.dumps(
+        {
+            "stage": name,
+            "config": config_hash(cfg),
+            "seed": stage_seed(seed, name),
+            "upstream": upstream,
+            "code": f"{__version__}+{stage.version}",
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -55,19 +62,26 @@ def select(recipe: Recipe, start: str | None, until: str | None, only: str | Non
     names = list(recipe.stages)
     for flag, value in (("--from", start), ("--until", until), ("--only", only)):
         if value is not None and value not in names:
-            raise RecipeError(flag, f"stage '{value}' is not enabled in this recipe; enabled: "
-                              f"{', '.join(names)}")
+            raise RecipeError(
+                flag, f"stage '{value}' is not enabled in this recipe; enabled: {', '.join(names)}"
+            )
     if only is not None:
         start = until = only
     lo = names.index(start) if start else 0
     hi = names.index(until) if until else len(names) - 1
     if lo > hi:
         raise RecipeError("--from", f"'{start}' comes after --until '{until}'")
-    return names[lo:hi + 1]
+    return names[lo : hi + 1]
 
 
-def plan(recipe: Recipe, manifest: Manifest, start: str | None = None, until: str | None = None,
-         only: str | None = None, force: bool = False) -> list[PlanItem]:
+def plan(
+    recipe: Recipe,
+    manifest: Manifest,
+    start: str | None = None,
+    until: str | None = None,
+    only: str | None = None,
+    force: bool = False,
+) -> list[PlanItem]:
     selected = select(recipe, start, until, only)
     items, upstream = [], None
     seed = recipe.run.seed
@@ -83,8 +97,10 @@ def plan(recipe: Recipe, manifest: Manifest, start: str | None = None, until: st
                 action, why = "run", "not run yet" if name not in manifest.stages else "changed"
         elif ORDER.index(name) < ORDER.index(selected[0]):
             if not done:
-                raise PipelineError(f"stage '{name}' has no up-to-date output in "
-                                    f"{manifest.run_dir}; run it first (drop --from/--only)")
+                raise PipelineError(
+                    f"stage '{name}' has no up-to-date output in "
+                    f"{manifest.run_dir}; run it first (drop --from/--only)"
+                )
             action, why = "reuse", "before the selected stages"
         else:
             action, why = "off", "after --until"
@@ -93,9 +109,15 @@ def plan(recipe: Recipe, manifest: Manifest, start: str | None = None, until: st
     return items
 
 
-def run_recipe(recipe: Recipe, start: str | None = None, until: str | None = None,
-               only: str | None = None, force: bool = False, dry_run: bool = False,
-               progress: bool = True) -> list[PlanItem]:
+def run_recipe(
+    recipe: Recipe,
+    start: str | None = None,
+    until: str | None = None,
+    only: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    progress: bool = True,
+) -> list[PlanItem]:
     run_dir = Path(recipe.run.out_dir)
     manifest = Manifest.load(run_dir)
     items = plan(recipe, manifest, start, until, only, force)
@@ -114,17 +136,32 @@ def run_recipe(recipe: Recipe, start: str | None = None, until: str | None = Non
     return items
 
 
-def _run_stage(recipe: Recipe, manifest: Manifest, item: PlanItem, upstream: str | None,
-               executor: Executor, progress: bool) -> None:
+def _run_stage(
+    recipe: Recipe,
+    manifest: Manifest,
+    item: PlanItem,
+    upstream: str | None,
+    executor: Executor,
+    progress: bool,
+) -> None:
     name, run_dir = item.name, manifest.run_dir
     stage, cfg = STAGES[name], recipe.stages[name]
     tmp = run_dir / f".tmp-{name}"
     shutil.rmtree(tmp, ignore_errors=True)  # leftovers of an interrupted run
     tmp.mkdir(parents=True)
-    ctx = StageContext(name=name, run_dir=run_dir, out_dir=tmp,
-                       seed=stage_seed(recipe.run.seed, name), recipe_seed=recipe.run.seed,
-                       input_parts=manifest.parts(upstream) if upstream else [],
-                       upstream=upstream, executor=executor, recipe=recipe, progress=progress, log=log)
+    ctx = StageContext(
+        name=name,
+        run_dir=run_dir,
+        out_dir=tmp,
+        seed=stage_seed(recipe.run.seed, name),
+        recipe_seed=recipe.run.seed,
+        input_parts=manifest.parts(upstream) if upstream else [],
+        upstream=upstream,
+        executor=executor,
+        recipe=recipe,
+        progress=progress,
+        log=log,
+    )
     log.info("[%s] running (%s)", name, item.why)
     t0 = time.perf_counter()
     try:
@@ -157,10 +194,18 @@ def _run_stage(recipe: Recipe, manifest: Manifest, item: PlanItem, upstream: str
         "outputs": outputs,
     }
     manifest.save()
-    recipe_info = {"name": recipe.run.name, "path": recipe.path,
-                   "config": {k: asdict(v) for k, v in recipe.stages.items()}}
-    update_report(run_dir, recipe_info, recipe.run.seed,
-                  {"stage": name, "seconds": round(seconds, 3), "stats": stats}, list(ORDER))
+    recipe_info = {
+        "name": recipe.run.name,
+        "path": recipe.path,
+        "config": {k: asdict(v) for k, v in recipe.stages.items()},
+    }
+    update_report(
+        run_dir,
+        recipe_info,
+        recipe.run.seed,
+        {"stage": name, "seconds": round(seconds, 3), "stats": stats},
+        list(ORDER),
+    )
     log.info("[%s] done in %.2fs: %s", name, seconds, _summary(stats))
 
 
@@ -174,14 +219,21 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:
     out = []
     for rel in sorted(declared):
         path = tmp / rel
-        out.append({"path": f"{name}/{rel}", "sha256": sha256_file(path),
-                    "records": num_records(path), "bytes": path.stat().st_size})
+        out.append(
+            {
+                "path": f"{name}/{rel}",
+                "sha256": sha256_file(path),
+                "records": num_records(path),
+                "bytes": path.stat().st_size,
+            }
+        )
     return out
 
 
 def _summary(stats: dict) -> str:
     keys = [k for k in ("docs_in", "docs_out", "tokens_out", "docs_per_s") if k in stats]
     dropped = sum(v for k, v in stats.items() if k.startswith("dropped_") and isinstance(v, int))
-    text = ", ".join(f"{k}={stats[k]:,}" if isinstance(stats[k], int) else f"{k}={stats[k]}"
-                     for k in keys)
+    text = ", ".join(
+        f"{k}={stats[k]:,}" if isinstance(stats[k], int) else f"{k}={stats[k]}" for k in keys
+    )
     return text + (f", dropped={dropped:,}" if dropped else "")

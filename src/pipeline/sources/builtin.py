@@ -1,6 +1,6 @@
 """Built-in public corpora: where each lives, how big it is, and how it splits into documents.
 
-Every builtin's base URL can be overridden with `PIPELINE_URL_<NAME>` (e.g. PIPELINE_URL_SHAKESPEARE),
+Every builtin's base URL can be overridden with `PIPELINE_URL_<NAME>` (PIPELINE_URL_SHAKESPEARE),
 so tests drive the real download code against a local server. Files are cached under
 `$PIPELINE_CACHE_DIR` (default ~/.cache/pipeline).
 """
@@ -20,8 +20,10 @@ from pipeline.sources import Record
 from pipeline.sources.files import split_on_line
 from pipeline.sources.http import Unreachable, cache_dir, fetch, head_size
 
-OFFLINE_HINT = ("offline sources need no network: download.source=toy, download.source=python_docs, "
-                "or your own file (--source jsonl --jsonl FILE)")
+OFFLINE_HINT = (
+    "offline sources need no network: download.source=toy, download.source=python_docs, "
+    "or your own file (--source jsonl --jsonl FILE)"
+)
 
 
 @dataclass(frozen=True)
@@ -90,22 +92,55 @@ def split_shakespeare(paths: list[Path], min_chars: int = 2000) -> Iterator[str]
 _TS = "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main"
 _WT = "https://huggingface.co/datasets/Salesforce/wikitext/resolve/main"
 
-BUILTINS: dict[str, Builtin] = {b.name: b for b in [
-    Builtin("tinystories", _TS, (RemoteFile("TinyStories-valid.txt"),), split_tinystories,
-            "TinyStories validation split (~22k stories, ~19 MB)"),
-    Builtin("tinystories_train", _TS, (RemoteFile("TinyStories-train.txt"),), split_tinystories,
-            "TinyStories train split (~2.1M stories, ~1.9 GB); use download.max_docs"),
-    Builtin("wikitext2", f"{_WT}/wikitext-2-raw-v1", (RemoteFile("train-00000-of-00001.parquet"),),
-            split_wikitext, "WikiText-2 raw train split (~600 articles, ~11 MB)"),
-    Builtin("wikitext103", f"{_WT}/wikitext-103-raw-v1",
-            (RemoteFile("train-00000-of-00002.parquet"), RemoteFile("train-00001-of-00002.parquet")),
-            split_wikitext, "WikiText-103 raw train split (~28k articles, ~540 MB)"),
-    Builtin("shakespeare",
+BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in [
+        Builtin(
+            "tinystories",
+            _TS,
+            (RemoteFile("TinyStories-valid.txt"),),
+            split_tinystories,
+            "TinyStories validation split (~22k stories, ~19 MB)",
+        ),
+        Builtin(
+            "tinystories_train",
+            _TS,
+            (RemoteFile("TinyStories-train.txt"),),
+            split_tinystories,
+            "TinyStories train split (~2.1M stories, ~1.9 GB); use download.max_docs",
+        ),
+        Builtin(
+            "wikitext2",
+            f"{_WT}/wikitext-2-raw-v1",
+            (RemoteFile("train-00000-of-00001.parquet"),),
+            split_wikitext,
+            "WikiText-2 raw train split (~600 articles, ~11 MB)",
+        ),
+        Builtin(
+            "wikitext103",
+            f"{_WT}/wikitext-103-raw-v1",
+            (
+                RemoteFile("train-00000-of-00002.parquet"),
+                RemoteFile("train-00001-of-00002.parquet"),
+            ),
+            split_wikitext,
+            "WikiText-103 raw train split (~28k articles, ~540 MB)",
+        ),
+        Builtin(
+            "shakespeare",
             "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare",
-            (RemoteFile("input.txt", 1_115_394,
-                        "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"),),
-            split_shakespeare, "tiny Shakespeare (1.1 MB), cut into ~2,000-char pages of speeches"),
-]}
+            (
+                RemoteFile(
+                    "input.txt",
+                    1_115_394,
+                    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+                ),
+            ),
+            split_shakespeare,
+            "tiny Shakespeare (1.1 MB), cut into ~2,000-char pages of speeches",
+        ),
+    ]
+}
 
 
 def download_builtin(name: str, progress: bool = True) -> list[Path]:
@@ -113,8 +148,11 @@ def download_builtin(name: str, progress: bool = True) -> list[Path]:
     paths = []
     for f in b.files:
         try:
-            paths.append(fetch(b.url(f), cache_dir() / name / f.name, f.size_bytes, f.sha256,
-                               progress=progress))
+            paths.append(
+                fetch(
+                    b.url(f), cache_dir() / name / f.name, f.size_bytes, f.sha256, progress=progress
+                )
+            )
         except Unreachable as exc:
             raise PipelineError(f"{name}: {exc}; {OFFLINE_HINT}") from None
     return paths
@@ -126,8 +164,10 @@ def read_builtin(name: str, progress: bool = True) -> Iterator[Record]:
         for i, text in enumerate(BUILTINS[name].split(paths)):
             yield Record(f"{name}-{i:07d}", text, name)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(str(paths[0]), f"cannot split the cached file ({exc}); delete it from "
-                        f"{cache_dir() / name} and re-run") from None
+        raise DataError(
+            str(paths[0]),
+            f"cannot split the cached file ({exc}); delete it from {cache_dir() / name} and re-run",
+        ) from None
 
 
 def probe() -> list[tuple[str, str, str]]:

@@ -52,13 +52,16 @@ def _lines(path: Path) -> Iterator[bytes]:
             for line in f:
                 yield line.rstrip(b"\n")
     except (OSError, EOFError, pa.ArrowInvalid) as exc:
-        raise DataError(str(path), f"cannot read ({exc}); is the file truncated or mislabelled?")
+        raise DataError(
+            str(path), f"cannot read ({exc}); is the file truncated or mislabelled?"
+        ) from None
     finally:
         f.close()
 
 
-def read_jsonl(paths: list[Path], text_field: str, id_field: str | None,
-               source: str) -> Iterator[Record | Malformed]:
+def read_jsonl(
+    paths: list[Path], text_field: str, id_field: str | None, source: str
+) -> Iterator[Record | Malformed]:
     for path in paths:
         stem = path.name
         for lineno, raw in enumerate(_lines(path), start=1):
@@ -68,13 +71,19 @@ def read_jsonl(paths: list[Path], text_field: str, id_field: str | None,
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield Malformed(where, "invalid_utf8", f"invalid UTF-8 at byte {exc.start}",
-                                raw.decode("utf-8", "replace"))
+                yield Malformed(
+                    where,
+                    "invalid_utf8",
+                    f"invalid UTF-8 at byte {exc.start}",
+                    raw.decode("utf-8", "replace"),
+                )
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield Malformed(where, "bad_json", f"bad JSON ({exc.msg} at column {exc.colno})", line)
+                yield Malformed(
+                    where, "bad_json", f"bad JSON ({exc.msg} at column {exc.colno})", line
+                )
                 continue
             if not isinstance(obj, dict):
                 yield Malformed(where, "bad_json", "a JSON object per line expected", line)
@@ -84,8 +93,12 @@ def read_jsonl(paths: list[Path], text_field: str, id_field: str | None,
                 continue
             text = obj[text_field]
             if not isinstance(text, str):
-                yield Malformed(where, "text_not_string",
-                                f"field '{text_field}' is {type(text).__name__}, not a string", line)
+                yield Malformed(
+                    where,
+                    "text_not_string",
+                    f"field '{text_field}' is {type(text).__name__}, not a string",
+                    line,
+                )
                 continue
             text, _ = fix_surrogates(text)
             doc_id = obj.get(id_field) if id_field else None
@@ -93,8 +106,9 @@ def read_jsonl(paths: list[Path], text_field: str, id_field: str | None,
             yield Record(fix_surrogates(doc_id)[0], text, source)
 
 
-def read_parquet(paths: list[Path], text_field: str, id_field: str | None,
-                 source: str) -> Iterator[Record | Malformed]:
+def read_parquet(
+    paths: list[Path], text_field: str, id_field: str | None, source: str
+) -> Iterator[Record | Malformed]:
     for path in paths:
         try:
             pf = pq.ParquetFile(path)
@@ -102,33 +116,45 @@ def read_parquet(paths: list[Path], text_field: str, id_field: str | None,
             raise DataError(str(path), f"not a readable Parquet file ({exc})") from None
         names = pf.schema_arrow.names
         if text_field not in names:
-            raise DataError(str(path), f"no column '{text_field}' (columns: {', '.join(names)}); "
-                            "set download.text_field")
+            raise DataError(
+                str(path),
+                f"no column '{text_field}' (columns: {', '.join(names)}); set download.text_field",
+            )
         cols = [text_field] + ([id_field] if id_field and id_field in names else [])
         row = 0
         for batch in pf.iter_batches(columns=cols, batch_size=4096):
             texts = batch.column(0).to_pylist()
             ids = batch.column(1).to_pylist() if len(cols) > 1 else [None] * len(texts)
-            for text, doc_id in zip(texts, ids):
+            for text, doc_id in zip(texts, ids, strict=False):
                 row += 1
                 where = f"{path}:row {row}"
                 if not isinstance(text, str):
-                    yield Malformed(where, "text_not_string",
-                                    f"column '{text_field}' is {type(text).__name__}", str(text))
+                    yield Malformed(
+                        where,
+                        "text_not_string",
+                        f"column '{text_field}' is {type(text).__name__}",
+                        str(text),
+                    )
                     continue
                 doc_id = str(doc_id) if doc_id is not None else f"{path.name}:{row}"
                 yield Record(doc_id, text, source)
 
 
-def read_text(paths: list[Path], separator: str | None, source: str) -> Iterator[Record | Malformed]:
+def read_text(
+    paths: list[Path], separator: str | None, source: str
+) -> Iterator[Record | Malformed]:
     """One document per file, or per piece between lines equal to `separator`."""
     for path in paths:
         data = path.read_bytes()
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield Malformed(str(path), "invalid_utf8", f"invalid UTF-8 at byte {exc.start}",
-                            data.decode("utf-8", "replace"))
+            yield Malformed(
+                str(path),
+                "invalid_utf8",
+                f"invalid UTF-8 at byte {exc.start}",
+                data.decode("utf-8", "replace"),
+            )
             continue
         if separator is None:
             yield Record(path.name, text, source)

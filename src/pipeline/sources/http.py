@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -36,7 +35,7 @@ def _open(req: urllib.request.Request, timeout: float):
         if exc.code == 416:
             return exc  # range not satisfiable: handled by the caller
         raise DataError(req.full_url, f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as exc:
+    except (TimeoutError, urllib.error.URLError, ConnectionError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise Unreachable(f"cannot reach {req.full_url} ({reason})") from None
 
@@ -48,8 +47,14 @@ def head_size(url: str, timeout: float = 10.0) -> int | None:
         return int(length) if length is not None else None
 
 
-def fetch(url: str, dest: Path, size_bytes: int | None = None, sha256: str | None = None,
-          progress: bool = True, timeout: float = TIMEOUT_S) -> Path:
+def fetch(
+    url: str,
+    dest: Path,
+    size_bytes: int | None = None,
+    sha256: str | None = None,
+    progress: bool = True,
+    timeout: float = TIMEOUT_S,
+) -> Path:
     """Download `url` to `dest` unless it is already there; resume a partial download."""
     dest = Path(dest)
     if dest.is_file() and (size_bytes is None or dest.stat().st_size == size_bytes):
@@ -67,8 +72,11 @@ def fetch(url: str, dest: Path, size_bytes: int | None = None, sha256: str | Non
             status = resp.status
             if status == 206:
                 crange = resp.headers.get("Content-Range", "")
-                total = int(crange.rsplit("/", 1)[-1]) if "/" in crange and not crange.endswith("*") \
+                total = (
+                    int(crange.rsplit("/", 1)[-1])
+                    if "/" in crange and not crange.endswith("*")
                     else None
+                )
                 mode = "ab"
             else:  # 200: the server ignored the range; start again
                 offset, mode = 0, "wb"
@@ -82,8 +90,11 @@ def fetch(url: str, dest: Path, size_bytes: int | None = None, sha256: str | Non
                         f.write(chunk)
                         bar.update(len(chunk))
             except (OSError, http.client.HTTPException) as exc:
-                raise DataError(url, f"connection dropped after {part.stat().st_size:,} bytes "
-                                f"({type(exc).__name__}); re-run to resume from {part}") from None
+                raise DataError(
+                    url,
+                    f"connection dropped after {part.stat().st_size:,} bytes "
+                    f"({type(exc).__name__}); re-run to resume from {part}",
+                ) from None
             finally:
                 bar.close()
     got = part.stat().st_size
@@ -91,14 +102,20 @@ def fetch(url: str, dest: Path, size_bytes: int | None = None, sha256: str | Non
         raise DataError(url, f"downloaded {got:,} of {total:,} bytes; re-run to resume from {part}")
     if size_bytes is not None and got != size_bytes:
         part.unlink()
-        raise DataError(url, f"the server's file is {got:,} bytes, expected {size_bytes:,}; the "
-                        "URL is wrong or the file changed upstream (partial file removed)")
+        raise DataError(
+            url,
+            f"the server's file is {got:,} bytes, expected {size_bytes:,}; the "
+            "URL is wrong or the file changed upstream (partial file removed)",
+        )
     if sha256 is not None:
         digest = _sha256(part)
         if digest != sha256:
             part.unlink()
-            raise DataError(url, f"sha256 {digest[:16]}… does not match the expected "
-                            f"{sha256[:16]}…; the partial file was removed, re-run to retry")
+            raise DataError(
+                url,
+                f"sha256 {digest[:16]}… does not match the expected "
+                f"{sha256[:16]}…; the partial file was removed, re-run to retry",
+            )
     os.replace(part, dest)
     return dest
 

@@ -15,8 +15,18 @@ from pathlib import Path
 
 from pipeline.sources import Record
 
-_SKIP_DIRS = {"test", "tests", "idlelib", "turtledemo", "site-packages", "lib2to3", "ensurepip",
-              "__pycache__", "pydoc_data", "config-3.11-x86_64-linux-gnu"}
+_SKIP_DIRS = {
+    "test",
+    "tests",
+    "idlelib",
+    "turtledemo",
+    "site-packages",
+    "lib2to3",
+    "ensurepip",
+    "__pycache__",
+    "pydoc_data",
+    "config-3.11-x86_64-linux-gnu",
+}
 
 
 def _topics() -> Iterator[Record]:

@@ -13,7 +13,17 @@ import numpy as np
 
 from pipeline.sources import Record
 
-JUNK_KINDS = ("html", "spam", "repeated", "symbols", "short", "lorem", "pii", "exact_dup", "near_dup")
+JUNK_KINDS = (
+    "html",
+    "spam",
+    "repeated",
+    "symbols",
+    "short",
+    "lorem",
+    "pii",
+    "exact_dup",
+    "near_dup",
+)
 
 _NOUNS = """river garden teacher village market window mountain letter student forest kitchen
 engine harbor painter library farmer journey question answer morning evening winter summer
@@ -32,8 +42,18 @@ _ADVS = """slowly quietly carefully suddenly happily eagerly rarely often nearly
 patiently finally quickly proudly softly""".split()
 _PREPS = "near behind beyond across under above beside toward inside along".split()
 _SUBJ = "she he they we the captain the old farmer the children our teacher my neighbor".split(" ")
-_CONN = ["Later that day,", "In the morning,", "After a while,", "For many years,", "Even so,",
-         "Because of this,", "At the same time,", "Without a word,", "Once again,", "By evening,"]
+_CONN = [
+    "Later that day,",
+    "In the morning,",
+    "After a while,",
+    "For many years,",
+    "Even so,",
+    "Because of this,",
+    "At the same time,",
+    "Without a word,",
+    "Once again,",
+    "By evening,",
+]
 
 
 def _pick(rng: np.random.Generator, words: list[str]) -> str:
@@ -50,10 +70,13 @@ def _sentence(rng: np.random.Generator) -> str:
     elif form == 1:
         s = f"{_pick(rng, _CONN)} the {n1} {adv} {v} a {a1} {n2}"
     elif form == 2:
-        s = f"It was {a1} and {a2} when the {n1} {v} what the {n2} had left {p} the {_pick(rng, _NOUNS)}"
+        n3 = _pick(rng, _NOUNS)
+        s = f"It was {a1} and {a2} when the {n1} {v} what the {n2} had left {p} the {n3}"
     else:
-        s = (f"Nobody knew why the {n1} {v} that {a1} {n2}, but {_pick(rng, _SUBJ)} {adv} "
-             f"{_pick(rng, _VERBS)} it {p} the {_pick(rng, _NOUNS)}")
+        s = (
+            f"Nobody knew why the {n1} {v} that {a1} {n2}, but {_pick(rng, _SUBJ)} {adv} "
+            f"{_pick(rng, _VERBS)} it {p} the {_pick(rng, _NOUNS)}"
+        )
     s = s[0].upper() + s[1:]
     return s + ("?" if rng.random() < 0.05 else ".")
 
@@ -68,11 +91,13 @@ def good_doc(rng: np.random.Generator) -> str:
 def _junk(kind: str, rng: np.random.Generator, earlier_good: list[str]) -> str:
     if kind == "html":
         body = " ".join(_sentence(rng) for _ in range(2))
-        return ("<html><head><script>var javascript = 1;</script></head><body>\n"
-                "<nav>Home | About | Contact | Login</nav>\n"
-                "<div class=\"cookie\">This site uses cookies. Read our cookie policy.</div>\n"
-                f"<p>{body}</p>\n<footer>&copy; 2024 &amp; privacy policy | terms of use</footer>\n"
-                "</body></html>")
+        return (
+            "<html><head><script>var javascript = 1;</script></head><body>\n"
+            "<nav>Home | About | Contact | Login</nav>\n"
+            '<div class="cookie">This site uses cookies. Read our cookie policy.</div>\n'
+            f"<p>{body}</p>\n<footer>&copy; 2024 &amp; privacy policy | terms of use</footer>\n"
+            "</body></html>"
+        )
     if kind == "spam":
         words = ["buy", "cheap", "best", "price", "free", "casino", "deal", "click", "now", "win"]
         return " ".join(_pick(rng, words) for _ in range(int(rng.integers(80, 200))))
@@ -81,18 +106,24 @@ def _junk(kind: str, rng: np.random.Generator, earlier_good: list[str]) -> str:
         return "\n".join([line] * int(rng.integers(15, 40)))
     if kind == "symbols":
         chars = list("#$%&*@!^~<>{}[]|\\/=+_-") + ["..."]
-        return " ".join("".join(_pick(rng, chars) for _ in range(int(rng.integers(2, 8))))
-                        for _ in range(int(rng.integers(60, 150))))
+        return " ".join(
+            "".join(_pick(rng, chars) for _ in range(int(rng.integers(2, 8))))
+            for _ in range(int(rng.integers(60, 150)))
+        )
     if kind == "short":
         return _sentence(rng)
     if kind == "lorem":
-        return ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
-                + good_doc(rng))
+        return (
+            "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
+            + good_doc(rng)
+        )
     if kind == "pii":
         n = int(rng.integers(1000, 9999))
-        return (f"Contact the {_pick(rng, _NOUNS)} office at jane.doe{n}@example.com or call "
-                f"+1 (555) 201-{n:04d}. Server 192.168.{n % 256}.{(n * 7) % 256} logs show key "
-                f"sk_live_{n:04d}a8f3c9d2e1b7a6f5c4d3e2f1a0b9. " + good_doc(rng))
+        return (
+            f"Contact the {_pick(rng, _NOUNS)} office at jane.doe{n}@example.com or call "
+            f"+1 (555) 201-{n:04d}. Server 192.168.{n % 256}.{(n * 7) % 256} logs show key "
+            f"sk_live_{n:04d}a8f3c9d2e1b7a6f5c4d3e2f1a0b9. " + good_doc(rng)
+        )
     if kind == "exact_dup":
         return earlier_good[int(rng.integers(len(earlier_good)))]
     if kind == "near_dup":

@@ -36,8 +36,12 @@ class DownloadConfig:
     source: str = "tinystories"  # a builtin corpus, jsonl | parquet | text, or toy | python_docs
     path: str | None = None  # jsonl/parquet/text: a file, a folder or a glob
     text_field: str = "text"  # jsonl/parquet: the field holding the document text
-    id_field: str | None = "id"  # jsonl/parquet: the id field; ids are made from file:line if absent
-    separator: str | None = None  # text: split each file on lines equal to this; None = one doc/file
+    id_field: str | None = (
+        "id"  # jsonl/parquet: the id field; ids are made from file:line if absent
+    )
+    separator: str | None = (
+        None  # text: split each file on lines equal to this; None = one doc/file
+    )
     max_docs: int | None = bounded(None, ge=1)  # stop after this many documents (toy: how many)
     docs_per_part: int = bounded(5000, ge=1)  # documents per Parquet part (the unit of parallelism)
     max_malformed_fraction: float = bounded(0.05, ge=0.0, le=1.0)  # stop the run above this share
@@ -46,12 +50,17 @@ class DownloadConfig:
     def validate(self, path: str) -> None:
         if self.source not in SOURCES:
             close = difflib.get_close_matches(self.source, SOURCES, n=1)
-            raise RecipeError(f"{path}.source", f"got {self.source!r}, expected one of "
-                              f"{', '.join(SOURCES)}", close[0] if close else None)
+            raise RecipeError(
+                f"{path}.source",
+                f"got {self.source!r}, expected one of {', '.join(SOURCES)}",
+                close[0] if close else None,
+            )
         if self.source in FILE_SOURCES:
             if not self.path:
-                raise RecipeError(f"{path}.path", f"is required when source is '{self.source}' "
-                                  "(a file, folder or glob)")
+                raise RecipeError(
+                    f"{path}.path",
+                    f"is required when source is '{self.source}' (a file, folder or glob)",
+                )
             if not expand_paths(self.path):
                 raise RecipeError(f"{path}.path", f"no file matches {self.path!r}")
 
@@ -100,7 +109,9 @@ class _PartWriter:
         if not self.buf:
             return
         texts = [r.text for r in self.buf]
-        extra = {"label": pa.array([r.label for r in self.buf], pa.string())} if self.labelled else {}
+        extra = (
+            {"label": pa.array([r.label for r in self.buf], pa.string())} if self.labelled else {}
+        )
         table = docs_table([r.id for r in self.buf], texts, [r.source for r in self.buf], **extra)
         rel = part_name(self.num_parts)
         write_table(self.out_dir / rel, table)
@@ -112,9 +123,12 @@ class _PartWriter:
     def flush_rejected(self) -> None:
         if not self.bad:
             return
-        table = docs_table([b.where for b in self.bad], [b.raw for b in self.bad],
-                           ["download"] * len(self.bad),
-                           reasons=pa.array([[b.reason] for b in self.bad], pa.list_(pa.string())))
+        table = docs_table(
+            [b.where for b in self.bad],
+            [b.raw for b in self.bad],
+            ["download"] * len(self.bad),
+            reasons=pa.array([[b.reason] for b in self.bad], pa.list_(pa.string())),
+        )
         rel = f"rejected/{part_name(self.num_rejected_parts)}"
         write_table(self.out_dir / rel, table)
         self.outputs.append(rel)
@@ -149,17 +163,26 @@ def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     bar.close()
     bad = sum(dropped.values())
     if docs_in and bad / docs_in > cfg.max_malformed_fraction:
-        raise DataError(str(cfg.path), f"{bad} of {docs_in} records malformed "
-                        f"({bad / docs_in:.1%} > download.max_malformed_fraction "
-                        f"{cfg.max_malformed_fraction:.1%}); first: {examples[0]}")
+        raise DataError(
+            str(cfg.path),
+            f"{bad} of {docs_in} records malformed "
+            f"({bad / docs_in:.1%} > download.max_malformed_fraction "
+            f"{cfg.max_malformed_fraction:.1%}); first: {examples[0]}",
+        )
     if docs_out == 0:
         raise DataError(str(cfg.path or cfg.source), "the source produced no documents")
     writer.flush()
     writer.flush_rejected()
     stats = {"source": cfg.source, "docs_in": docs_in, "docs_out": docs_out}
     stats.update({f"dropped_{k}": v for k, v in sorted(dropped.items())})
-    stats.update({"bytes_in": bytes_in, "bytes_out": writer.bytes_out, "num_parts": writer.num_parts,
-                  "docs_per_source": dict(sorted(per_source.items()))})
+    stats.update(
+        {
+            "bytes_in": bytes_in,
+            "bytes_out": writer.bytes_out,
+            "num_parts": writer.num_parts,
+            "docs_per_source": dict(sorted(per_source.items())),
+        }
+    )
     if examples:
         stats["malformed_examples"] = examples
     return StageResult(outputs=writer.outputs, stats=stats)
