@@ -52,6 +52,8 @@ def _bpe_short(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[i
 def _bpe_long(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[int]) -> list[int]:
     """Same result as _bpe_short in O(n log n): a heap of (rank, position) over a linked list."""
     n = len(ids)
+    if n < 2:
+        return ids
     nxt = list(range(1, n + 1))
     nxt[-1] = -1
     prv = list(range(-1, n - 1))

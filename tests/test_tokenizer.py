@@ -1,0 +1,192 @@
+"""Byte-level BPE: pre-tokenizer, trainer (vs a brute-force reference), encode/decode, HF parity."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import DataError
+from pipeline.tokenizer import DEFAULT_SPECIALS, EOS, Tokenizer, load, save, train_bpe
+from pipeline.tokenizer.bpe import _bpe_long, _bpe_short
+from pipeline.tokenizer.pretokenize import compile_pattern, count_words, pretokenize
+
+MIXED = [
+    "Hello world! It's a test: they'll say 12345 apples cost $3.50.\n",
+    "naïve café – “quotes” and emoji 😀🎉 and CJK 漢字かなカナ 한국어",
+    "e\u0301 combining, tabs\t\tand   runs of spaces   \r\nwindows lines\r\n\r\n",
+    "mail <|email|> at <|url|>, eos<|endoftext|>then <|pad|><|pad|> end",
+    "   leading and trailing   ",
+    "code: def f(x):\n    return x**2  # comment\n",
+]
+
+
+def _train(texts: list[str], vocab: int = 400, min_frequency: int = 1) -> Tokenizer:
+    counts = count_words(texts, compile_pattern(), None)
+    res = train_bpe(counts, vocab - 256 - len(DEFAULT_SPECIALS), min_frequency)
+    return Tokenizer(res.merges)
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    rng = random.Random(0)
+    words = "the cat sat on a mat and then it ran off to see the dog 2024 1999".split()
+    texts = [" ".join(rng.choice(words) for _ in range(50)) for _ in range(40)] + MIXED * 3
+    return _train(texts, vocab=500, min_frequency=2)
+
+
+def test_pretokenize_pieces():
+    """GPT-2 split, digits in runs of <= 3, whitespace attached to the next word."""
+    text = "It's 12345 cats!  Hi\n"
+    assert pretokenize(text) == ["It", "'s", " 123", "45", " cats", "!", " ", " Hi", "\n"]
+    assert "".join(pretokenize(MIXED[2])) == MIXED[2]
+
+
+def test_train_worked_example():
+    """{ab: 3, abc: 2, bc: 1}: (a,b)=5 merges first -> 256; then (256,c)=2 -> 257; (b,c)=1 is
+    below min_frequency=2, so training stops early with reason min_frequency."""
+    res = train_bpe({"ab": 3, "abc": 2, "bc": 1}, num_merges=10, min_frequency=2)
+    assert res.merges == [(97, 98), (256, 99)]
+    assert res.vocab[257] == b"abc"
+    assert res.stop_reason == "min_frequency"
+
+
+def test_train_tie_break_is_lexicographic_and_order_free():
+    """All pairs count 1: merged in byte order (a,b) < (c,d) < (x,y), whatever the dict order."""
+    counts = {"xy": 1, "cd": 1, "ab": 1}
+    res = train_bpe(counts, num_merges=10, min_frequency=1)
+    assert res.merges == [(97, 98), (99, 100), (120, 121)]
+    assert res.stop_reason == "no_pairs"
+    assert train_bpe(dict(reversed(counts.items())), 10, 1).merges == res.merges
+
+
+def _reference_train(counts: dict[str, int], num_merges: int) -> list[tuple[int, int]]:
+    """Brute force: recount every pair after each merge (minbpe style), same tie-break."""
+    words = {tuple(w.encode()): c for w, c in counts.items()}
+    vocab = [bytes([i]) for i in range(256)]
+    merges = []
+    for _ in range(num_merges):
+        pc: Counter = Counter()
+        for w, c in words.items():
+            for p in zip(w, w[1:], strict=False):
+                pc[p] += c
+        if not pc:
+            break
+        best = min(pc, key=lambda p: (-pc[p], vocab[p[0]], vocab[p[1]]))
+        new = len(vocab)
+        vocab.append(vocab[best[0]] + vocab[best[1]])
+        merges.append(best)
+        nw: Counter = Counter()
+        for w, c in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(new)
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            nw[tuple(out)] += c
+        words = nw
+    return merges
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text("aab c", min_size=1, max_size=9), st.integers(1, 5), max_size=12))
+def test_incremental_training_matches_brute_force(counts):
+    """Incremental pair counts + lazy heap == recount-everything, incl. overlaps like 'aaaa'."""
+    assert train_bpe(counts, 30, 1).merges == _reference_train(counts, 30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=0, max_size=60))
+def test_long_piece_bpe_equals_simple_bpe(ids):
+    res = train_bpe({"".join("abcdef"[i] for i in ids) * 2: 1, "abab": 3}, 20, 1)
+    tok = Tokenizer(res.merges)
+    seq = [97 + i for i in ids]
+    assert _bpe_long(list(seq), tok.ranks, tok.merged_ids) == _bpe_short(
+        list(seq), tok.ranks, tok.merged_ids
+    )
+
+
+UNICODE = st.one_of(
+    st.characters(),  # everything, lone surrogates included
+    st.sampled_from(["😀", "👩‍👩‍👧", "漢", "字", "\u0301", "\u0308"]),  # emoji, CJK, combining
+    st.sampled_from([" ", "  ", "\t", "\r\n", "\n"]),
+    st.sampled_from(["'s", "'ll", "123", "4567", "<|endoftext|>", "<|email|>", "<|", "|>"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(UNICODE, max_size=40).map("".join))
+def test_decode_encode_roundtrip(tok, text):
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.decode(tok.encode_ordinary(text)) == text
+
+
+def test_lone_surrogates_roundtrip_via_surrogatepass(tok):
+    text = "a\ud800b\udfff \udc00"
+    ids = tok.encode(text)
+    assert tok.decode_bytes(ids) == text.encode("utf-8", "surrogatepass")
+    assert tok.decode(ids) == text
+
+
+def test_specials_are_single_tokens(tok):
+    ids = tok.encode("hi<|endoftext|>there<|email|>")
+    assert ids.count(tok.eos_id) == 1 and tok.specials["<|email|>"] in ids
+    assert tok.eos_id not in tok.encode_ordinary("hi<|endoftext|>there")
+
+
+def test_decode_of_cut_multibyte_uses_replacement():
+    """No merges: 😀 is its 4 UTF-8 bytes; its first byte alone is not text -> U+FFFD."""
+    raw = Tokenizer([])
+    ids = raw.encode("😀")
+    assert ids == list("😀".encode())
+    assert raw.decode(ids[:1]) == "\ufffd" and raw.decode(ids) == "😀"
+
+
+def test_huge_word_is_linear(tok):
+    """200 kB of letters with no space: one piece, heap BPE (no quadratic blow-up)."""
+    rng = random.Random(1)
+    text = "".join(rng.choice("thecatsdog") for _ in range(200_000))
+    assert tok.decode(tok.encode(text)) == text
+    res = train_bpe({text: 1}, 50, 1, max_word_bytes=256)  # chunked: 782 words of <= 256 B
+    assert res.num_words <= 782 and len(res.merges) == 50
+
+
+def test_hf_tokenizers_loads_our_file_with_identical_ids(tok, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    path = tmp_path / "tokenizer.json"
+    save(tok, path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    corpus = MIXED + ["the cat sat on the mat 2024", "x" * 3000, "\n\n\n  \t"]
+    for text in corpus:
+        assert hf.encode(text).ids == tok.encode(text), text
+        assert hf.decode(tok.encode(text), skip_special_tokens=False) == text
+    back = load(path)
+    assert back.vocab_size == tok.vocab_size
+    assert all(back.encode(t) == tok.encode(t) for t in corpus)
+    assert path.read_bytes() == (
+        save(back, tmp_path / "again.json") and (tmp_path / "again.json").read_bytes()
+    )
+
+
+def test_load_rejects_non_bpe_file(tmp_path):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": {"type": "WordPiece", "vocab": {}}}')
+    with pytest.raises(DataError, match="model.type must be 'BPE'"):
+        load(bad)
+    bad.write_text("not json")
+    with pytest.raises(DataError, match="cannot read tokenizer.json"):
+        load(bad)
+
+
+def test_tiny_corpus_stops_early():
+    res = train_bpe({"ab": 5}, num_merges=100, min_frequency=1)
+    assert len(res.merges) == 1 and res.stop_reason == "no_pairs"
+    tok = Tokenizer(res.merges)
+    assert tok.vocab_size == 256 + 1 + len(DEFAULT_SPECIALS) and tok.eos_id == 257
+    assert tok.specials[EOS] == 257
