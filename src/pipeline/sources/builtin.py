@@ -49,7 +49,8 @@ class Builtin:
 def split_tinystories(paths: list[Path]) -> Iterator[str]:
     """Stories are separated by lines holding `<|endoftext|>`."""
     for path in paths:
-        yield from split_on_line(path.read_text(encoding="utf-8"), "<|endoftext|>")
+        with open(path, encoding="utf-8", newline="") as f:
+            yield from split_on_line(f, "<|endoftext|>")
 
 
 _TOP_HEADING = re.compile(r"^ = [^=].* = $")

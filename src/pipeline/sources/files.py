@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -159,19 +159,22 @@ def read_text(
         if separator is None:
             yield Record(path.name, text, source)
             continue
-        for i, piece in enumerate(split_on_line(text, separator)):
+        for i, piece in enumerate(split_on_line(text.splitlines(keepends=True), separator)):
             yield Record(f"{path.name}:{i}", piece, source)
 
 
-def split_on_line(text: str, separator: str) -> list[str]:
-    """Pieces between lines that equal `separator` (surrounding whitespace ignored); empty
-    pieces are dropped. Used for TinyStories' `<|endoftext|>` lines too."""
-    pieces, cur = [], []
-    for line in text.splitlines(keepends=True):
+def split_on_line(lines: Iterable[str], separator: str) -> Iterator[str]:
+    """Pieces between lines that equal `separator` (surrounding whitespace ignored), stripped;
+    empty pieces are dropped. Streams: a 2 GB file is never held in memory whole."""
+    cur: list[str] = []
+    for line in lines:
         if line.strip() == separator:
-            pieces.append("".join(cur))
+            piece = "".join(cur).strip()
+            if piece:
+                yield piece
             cur = []
         else:
             cur.append(line)
-    pieces.append("".join(cur))
-    return [p.strip() for p in pieces if p.strip()]
+    piece = "".join(cur).strip()
+    if piece:
+        yield piece
