@@ -14,21 +14,40 @@ import numpy as np
 import xxhash
 
 # The order of the columns of `stats_matrix` and of the model's statistic weights.
-STAT_NAMES = ("length", "alpha_words", "stop_words", "terminal_punct", "unique_words",
-              "dup_lines", "dup_trigrams", "symbols", "word_length")
+STAT_NAMES = (
+    "length",
+    "alpha_words",
+    "stop_words",
+    "terminal_punct",
+    "unique_words",
+    "dup_lines",
+    "dup_trigrams",
+    "symbols",
+    "word_length",
+)
 
 # Heuristic defaults, tuned on the toy corpus and checked on real text (docs/quality.md):
 # real prose scores 0.8-0.99; keyword spam, symbol soup, repetition and boilerplate < 0.1.
-DEFAULT_WEIGHTS = {"length": 5.0, "alpha_words": 2.0, "stop_words": 8.0, "terminal_punct": 3.0,
-                   "unique_words": 4.0, "dup_lines": -6.0, "dup_trigrams": -6.0, "symbols": -8.0,
-                   "word_length": 1.0}
+DEFAULT_WEIGHTS = {
+    "length": 5.0,
+    "alpha_words": 2.0,
+    "stop_words": 8.0,
+    "terminal_punct": 3.0,
+    "unique_words": 4.0,
+    "dup_lines": -6.0,
+    "dup_trigrams": -6.0,
+    "symbols": -8.0,
+    "word_length": 1.0,
+}
 DEFAULT_BIAS = -12.0
 
 # Gopher's 8 stop words plus the commonest English function words: real prose is ~35-50% these.
-STOP_WORDS = frozenset("""the be to of and that have with a an in on at for from by as is are was
+STOP_WORDS = frozenset(
+    """the be to of and that have with a an in on at for from by as is are was
 were been has had it its this these those he she they we you i his her their our your not but or
 if so then than there what which who when where will would can could do does did into about
-""".split())
+""".split()
+)
 
 LENGTH_WORDS = 50  # Gopher's minimum: length = min(1, words / 50)
 UNIQUE_WINDOW = 200  # unique-word ratio over the first 200 words: independent of length
@@ -60,19 +79,29 @@ def doc_stats(text: str, max_chars: int) -> tuple[float, ...]:
     mean_len = sum(map(len, letters)) / num_letters if letters else 0.0
     lo, hi = WORD_LEN_RANGE
     word_length = max(0.0, 1.0 - max(lo - mean_len, mean_len - hi, 0.0) / lo)
-    trigrams = list(zip(letters, letters[1:], letters[2:]))
+    trigrams = list(zip(letters, letters[1:], letters[2:], strict=False))
     dup_tri = 1.0 - len(set(trigrams)) / len(trigrams) if trigrams else 0.0
     lines = [s for s in (line.strip() for line in text.splitlines()) if s]
     # a hard-wrapped line (the next one starts lowercase) continues its sentence: not unended
-    ended = [a.endswith(_TERMINAL) or b[0].islower() for a, b in zip(lines, lines[1:])]
+    ended = [
+        a.endswith(_TERMINAL) or b[0].islower() for a, b in zip(lines, lines[1:], strict=False)
+    ]
     ended.append(lines[-1].endswith(_TERMINAL) if lines else False)
     punct = sum(ended) / max(len(lines), 1)
     dup = 1.0 - len(set(lines)) / len(lines) if lines else 0.0
     non_space = len(text) - len(_SPACE.findall(text))
     symbols = len(_SYMBOL.findall(text)) / max(non_space, 1)
-    return (min(1.0, num_words / LENGTH_WORDS),
-            len(_ALPHA_WORD.findall(text)) / num_words, stop, punct, unique, dup, dup_tri,
-            min(1.0, symbols), word_length)
+    return (
+        min(1.0, num_words / LENGTH_WORDS),
+        len(_ALPHA_WORD.findall(text)) / num_words,
+        stop,
+        punct,
+        unique,
+        dup,
+        dup_tri,
+        min(1.0, symbols),
+        word_length,
+    )
 
 
 def stats_matrix(texts: list[str], max_chars: int) -> np.ndarray:
@@ -122,8 +151,12 @@ def vstack(mats: list[Csr], num_cols: int) -> Csr:
         indptr.append(m.indptr[1:] + offset)
         offset += int(m.indptr[-1])
     cat = np.concatenate
-    return Csr(cat(indptr), cat([m.indices for m in mats] or [np.zeros(0, np.int32)]),
-               cat([m.data for m in mats] or [np.zeros(0, np.float32)]), num_cols)
+    return Csr(
+        cat(indptr),
+        cat([m.indices for m in mats] or [np.zeros(0, np.int32)]),
+        cat([m.data for m in mats] or [np.zeros(0, np.float32)]),
+        num_cols,
+    )
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
@@ -148,8 +181,12 @@ def hashed_features(texts: list[str], dims: int, hash_seed: int, max_chars: int)
         toks = _FEATURE_TOKEN.findall(text[:max_chars].lower())
         lengths[i] = len(toks)
         ids.extend([vocab.setdefault(t, len(vocab)) for t in toks])
-    words = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8", "surrogatepass"), hash_seed) for w in vocab), np.uint64,
-                        count=len(vocab))
+    digest = xxhash.xxh64_intdigest
+    words = np.fromiter(
+        (digest(w.encode("utf-8", "surrogatepass"), hash_seed) for w in vocab),
+        np.uint64,
+        count=len(vocab),
+    )
     tok = words[np.asarray(ids, np.int64)]
     doc = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     same = doc[:-1] == doc[1:]  # bigrams never cross a document boundary

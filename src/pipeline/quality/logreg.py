@@ -52,8 +52,9 @@ class TrainParams:
     learning_rate: float  # Adam step size
 
 
-def train(X: Csr, stats: np.ndarray, y: np.ndarray, params: TrainParams,
-          meta: dict) -> tuple[Model, list[float]]:
+def train(
+    X: Csr, stats: np.ndarray, y: np.ndarray, params: TrainParams, meta: dict
+) -> tuple[Model, list[float]]:
     """Fit on rows X / stats [n, k] with labels y (1 = good, 0 = bad); returns the model and the
     training loss every 10 steps."""
     n, dims = X.num_rows, X.num_cols
@@ -71,13 +72,16 @@ def train(X: Csr, stats: np.ndarray, y: np.ndarray, params: TrainParams,
     b1, b2, eps = 0.9, 0.999, 1e-8
     losses = []
     for step in range(1, params.iterations + 1):
-        logit = (np.bincount(rows, weights=data * theta[cols], minlength=n)
-                 + (z * theta[dims:dims + k]).sum(axis=1) + theta[-1])
+        logit = (
+            np.bincount(rows, weights=data * theta[cols], minlength=n)
+            + (z * theta[dims : dims + k]).sum(axis=1)
+            + theta[-1]
+        )
         p = sigmoid(logit)
         err = (p - y) * sample_w
         grad = np.empty_like(theta)
         grad[:dims] = np.bincount(cols, weights=data * err[rows], minlength=dims)
-        grad[dims:dims + k] = (z * err[:, None]).sum(axis=0)
+        grad[dims : dims + k] = (z * err[:, None]).sum(axis=0)
         grad[-1] = err.sum()
         grad[:-1] += params.l2 * theta[:-1]
         if step % 10 == 0 or step == 1:
@@ -87,8 +91,14 @@ def train(X: Csr, stats: np.ndarray, y: np.ndarray, params: TrainParams,
         v = b2 * v + (1 - b2) * grad * grad
         step_size = params.learning_rate * np.sqrt(1 - b2**step) / (1 - b1**step)
         theta -= step_size * m / (np.sqrt(v) + eps)
-    model = Model(theta[:dims].astype(np.float32), theta[dims:dims + k].copy(), float(theta[-1]),
-                  mean, std, dict(meta))
+    model = Model(
+        theta[:dims].astype(np.float32),
+        theta[dims : dims + k].copy(),
+        float(theta[-1]),
+        mean,
+        std,
+        dict(meta),
+    )
     return model, losses
 
 
@@ -116,10 +126,14 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
 def model_bytes(model: Model) -> bytes:
     """The model as .npz bytes; deterministic (fixed member order and timestamps)."""
     meta = dict(model.meta, format=MODEL_FORMAT)
-    arrays = {"w_hashed": model.w_hashed, "w_stats": model.w_stats,
-              "bias": np.array([model.bias]), "stats_mean": model.stats_mean,
-              "stats_std": model.stats_std,
-              "meta_json": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
+    arrays = {
+        "w_hashed": model.w_hashed,
+        "w_stats": model.w_stats,
+        "bias": np.array([model.bias]),
+        "stats_mean": model.stats_mean,
+        "stats_std": model.stats_std,
+        "meta_json": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8),
+    }
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, arr in arrays.items():
@@ -134,8 +148,14 @@ def load_model(path: Path) -> Model:
     try:
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(bytes(f["meta_json"]).decode())
-            model = Model(f["w_hashed"].astype(np.float32), f["w_stats"].astype(np.float64),
-                          float(f["bias"][0]), f["stats_mean"], f["stats_std"], meta)
+            model = Model(
+                f["w_hashed"].astype(np.float32),
+                f["w_stats"].astype(np.float64),
+                float(f["bias"][0]),
+                f["stats_mean"],
+                f["stats_std"],
+                meta,
+            )
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise DataError(str(path), f"not a quality model ({exc})") from None
     if meta.get("format") != MODEL_FORMAT:

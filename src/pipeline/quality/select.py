@@ -26,9 +26,17 @@ class PseudoLabels:
     good_min: float  # lowest heuristic score labelled good
 
 
-def pseudo_labels(heuristic: np.ndarray, eligible: np.ndarray, fraction: float,
-                  bad_below: float, good_above: float, min_docs: int, max_docs: int,
-                  holdout_fraction: float, seed: int) -> PseudoLabels:
+def pseudo_labels(
+    heuristic: np.ndarray,
+    eligible: np.ndarray,
+    fraction: float,
+    bad_below: float,
+    good_above: float,
+    min_docs: int,
+    max_docs: int,
+    holdout_fraction: float,
+    seed: int,
+) -> PseudoLabels:
     """Top `fraction` of eligible rows by heuristic score -> 1 (if score >= good_above), bottom
     `fraction` -> 0 (if score < bad_below): on a mostly clean corpus the bottom 20% is not junk.
 
@@ -42,13 +50,17 @@ def pseudo_labels(heuristic: np.ndarray, eligible: np.ndarray, fraction: float,
     bad, good = order[:k], order[::-1][:k]
     bad, good = bad[heuristic[bad] < bad_below], good[heuristic[good] >= good_above]
     if min(len(bad), len(good)) < min_docs:
-        raise NoSpread(f"{len(idx)} scorable documents give {len(bad)} pseudo-bad (bottom "
-                       f"{fraction:.0%} and heuristic < {bad_below}) and {len(good)} pseudo-good "
-                       f"(top {fraction:.0%} and >= {good_above}); min_train_docs is {min_docs}")
+        raise NoSpread(
+            f"{len(idx)} scorable documents give {len(bad)} pseudo-bad (bottom "
+            f"{fraction:.0%} and heuristic < {bad_below}) and {len(good)} pseudo-good "
+            f"(top {fraction:.0%} and >= {good_above}); min_train_docs is {min_docs}"
+        )
     bad_max, good_min = float(heuristic[bad].max()), float(heuristic[good].min())
     if good_min - bad_max <= MIN_SPREAD:
-        raise NoSpread(f"heuristic scores have no spread: the top {fraction:.0%} start at "
-                       f"{good_min:.4f}, the bottom {fraction:.0%} end at {bad_max:.4f}")
+        raise NoSpread(
+            f"heuristic scores have no spread: the top {fraction:.0%} start at "
+            f"{good_min:.4f}, the bottom {fraction:.0%} end at {bad_max:.4f}"
+        )
     rng = np.random.default_rng(seed)
     cap = max(max_docs // 2, 1)
     if k > cap:
@@ -63,8 +75,15 @@ def pseudo_labels(heuristic: np.ndarray, eligible: np.ndarray, fraction: float,
     return PseudoLabels(rows, y, holdout, bad_max, good_min)
 
 
-def keep_mask(rule: str, scores: np.ndarray, scorable: np.ndarray, min_score: float,
-              keep_fraction: float, pareto_alpha: float, seed: int) -> tuple[np.ndarray, float | None]:
+def keep_mask(
+    rule: str,
+    scores: np.ndarray,
+    scorable: np.ndarray,
+    min_score: float,
+    keep_fraction: float,
+    pareto_alpha: float,
+    seed: int,
+) -> tuple[np.ndarray, float | None]:
     """bool [n] keep mask and the effective score threshold (None for pareto).
 
     min_score: keep score >= min_score. keep_fraction: keep the best round(fraction * scorable)
@@ -88,8 +107,11 @@ def keep_mask(rule: str, scores: np.ndarray, scorable: np.ndarray, min_score: fl
 
 def histogram(scores: np.ndarray, threshold: float | None, bins: int = 20) -> dict:
     counts, edges = np.histogram(scores, bins=bins, range=(0.0, 1.0))
-    return {"edges": [round(float(e), 3) for e in edges], "counts": counts.tolist(),
-            "threshold": threshold}
+    return {
+        "edges": [round(float(e), 3) for e in edges],
+        "counts": counts.tolist(),
+        "threshold": threshold,
+    }
 
 
 def decile_rows(scores: np.ndarray, scorable: np.ndarray) -> list[tuple[int, int]]:

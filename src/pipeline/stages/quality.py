@@ -44,14 +44,14 @@ class QualityConfig:
     score: Literal["classifier", "heuristic"] = "classifier"  # which score is `quality` and decides
     keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # how to decide
     min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
-    keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this share, best first
-    pareto_alpha: float = bounded(9.0, gt=0.0)  # pareto: keep if pareto(alpha) > 1 - score (GPT-3: 9)
+    keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this best share
+    pareto_alpha: float = bounded(9.0, gt=0.0)  # pareto: keep if pareto(alpha) > 1 - score
     heuristic_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     # ^ weight per statistic (keys from STAT_NAMES; missing keys keep their default weight)
-    heuristic_bias: float = DEFAULT_BIAS  # heuristic logit offset: score = sigmoid(bias + w . stats)
-    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # top/bottom share = pseudo good/bad
-    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # ...and pseudo-bad needs heuristic < this
-    pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # ...and pseudo-good needs >= this
+    heuristic_bias: float = DEFAULT_BIAS  # score = sigmoid(bias + weights . stats)
+    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # top/bottom share: good/bad
+    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-bad also needs score < this
+    pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-good also needs >= this
     seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
     model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
     hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
@@ -66,12 +66,17 @@ class QualityConfig:
 
     def validate(self, path: str) -> None:
         if self.pseudo_bad_below > self.pseudo_good_above:
-            raise RecipeError(f"{path}.pseudo_bad_below", f"must be <= pseudo_good_above "
-                              f"({self.pseudo_good_above}), got {self.pseudo_bad_below}")
+            raise RecipeError(
+                f"{path}.pseudo_bad_below",
+                f"must be <= pseudo_good_above "
+                f"({self.pseudo_good_above}), got {self.pseudo_bad_below}",
+            )
         unknown = sorted(set(self.heuristic_weights) - set(STAT_NAMES))
         if unknown:
-            raise RecipeError(f"{path}.heuristic_weights.{unknown[0]}",
-                              f"unknown statistic; expected one of {', '.join(STAT_NAMES)}")
+            raise RecipeError(
+                f"{path}.heuristic_weights.{unknown[0]}",
+                f"unknown statistic; expected one of {', '.join(STAT_NAMES)}",
+            )
         for key in ("seed_set_path", "model_path"):
             value = getattr(self, key)
             if value is not None and not Path(value).is_file():
@@ -121,14 +126,19 @@ def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
     if not keep.all():
         dropped = table.filter(pa.array(~keep))
         reasons = ["no_words" if e else "low_quality" for e in no_words[~keep]]
-        dropped = dropped.append_column("reasons", pa.array([[r] for r in reasons],
-                                                            pa.list_(pa.string())))
+        dropped = dropped.append_column(
+            "reasons", pa.array([[r] for r in reasons], pa.list_(pa.string()))
+        )
         outputs.append(f"rejected/{part_name(index)}")
         write_table(out_dir / outputs[1], dropped)
     ids = table.column("id").to_pylist()
     examples = {int(r): (ids[r], texts[r][:100]) for r in example_rows}
-    return {"outputs": outputs, "bytes_in": text_bytes(texts),
-            "bytes_out": text_bytes(t for t, k in zip(texts, keep) if k), "examples": examples}
+    return {
+        "outputs": outputs,
+        "bytes_in": text_bytes(texts),
+        "bytes_out": text_bytes(t for t, k in zip(texts, keep, strict=True) if k),
+        "examples": examples,
+    }
 
 
 # ---------------------------------------------------------------- training (reduce)
@@ -147,8 +157,9 @@ def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
                 label = names[str(rec["label"]).lower()]
                 text = rec["text"]
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise DataError(f"{path}:{num}", "expected {\"text\": str, \"label\": "
-                                "good|bad}") from None
+                raise DataError(
+                    f"{path}:{num}", 'expected {"text": str, "label": good|bad}'
+                ) from None
             if not isinstance(text, str):
                 raise DataError(f"{path}:{num}", "field 'text' is not a string")
             texts.append(text)
@@ -158,9 +169,13 @@ def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
     return texts, np.array(labels, np.int8)
 
 
-def fit_classifier(X: Csr, stats: np.ndarray, pl: select.PseudoLabels, cfg: QualityConfig,
-                   seed_set: tuple[Csr, np.ndarray, np.ndarray] | None = None
-                   ) -> tuple[Model, dict[str, Any]]:
+def fit_classifier(
+    X: Csr,
+    stats: np.ndarray,
+    pl: select.PseudoLabels,
+    cfg: QualityConfig,
+    seed_set: tuple[Csr, np.ndarray, np.ndarray] | None = None,
+) -> tuple[Model, dict[str, Any]]:
     """Train on the non-held-out pseudo-labelled rows (X, stats aligned with pl.rows) plus the
     seed set; report agreement with the pseudo labels on the held-out rows."""
     fit = np.flatnonzero(~pl.holdout)
@@ -168,16 +183,25 @@ def fit_classifier(X: Csr, stats: np.ndarray, pl: select.PseudoLabels, cfg: Qual
     if seed_set is not None:
         Xs, Ss, ys = seed_set
         Xf, Sf, yf = vstack([Xf, Xs], X.num_cols), np.vstack([Sf, Ss]), np.concatenate([yf, ys])
-    meta = {"dims": X.num_cols, "hash_seed": HASH_SEED, "max_chars": cfg.max_chars,
-            "stat_names": list(STAT_NAMES), "train_docs": int(len(yf)),
-            "pseudo_bad_max": pl.bad_max, "pseudo_good_min": pl.good_min}
+    meta = {
+        "dims": X.num_cols,
+        "hash_seed": HASH_SEED,
+        "max_chars": cfg.max_chars,
+        "stat_names": list(STAT_NAMES),
+        "train_docs": int(len(yf)),
+        "pseudo_bad_max": pl.bad_max,
+        "pseudo_good_min": pl.good_min,
+    }
     params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
     model, losses = train(Xf, Sf, yf, params, meta)
-    info: dict[str, Any] = {"status": "trained", "train_docs": int(len(yf)),
-                            "seed_set_docs": 0 if seed_set is None else int(len(seed_set[2])),
-                            "pseudo_label_thresholds": [round(pl.bad_max, 4),
-                                                        round(pl.good_min, 4)],
-                            "loss_first": losses[0], "loss_last": losses[-1]}
+    info: dict[str, Any] = {
+        "status": "trained",
+        "train_docs": int(len(yf)),
+        "seed_set_docs": 0 if seed_set is None else int(len(seed_set[2])),
+        "pseudo_label_thresholds": [round(pl.bad_max, 4), round(pl.good_min, 4)],
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+    }
     held = np.flatnonzero(pl.holdout)
     if len(held):
         p = model.predict(X.take(held), stats[held])
@@ -188,23 +212,43 @@ def fit_classifier(X: Csr, stats: np.ndarray, pl: select.PseudoLabels, cfg: Qual
     return model, info
 
 
-def _train_or_load(cfg: QualityConfig, ctx: StageContext, stats: np.ndarray, heur: np.ndarray,
-                   scorable: np.ndarray, offsets: np.ndarray) -> tuple[Model | None, dict]:
+def _train_or_load(
+    cfg: QualityConfig,
+    ctx: StageContext,
+    stats: np.ndarray,
+    heur: np.ndarray,
+    scorable: np.ndarray,
+    offsets: np.ndarray,
+) -> tuple[Model | None, dict]:
     """The classifier (loaded, trained, or None with the documented heuristic fallback)."""
     if cfg.model_path:
         model = load_model(Path(cfg.model_path))
         if model.meta.get("stat_names") != list(STAT_NAMES):
-            raise DataError(cfg.model_path, f"model statistics {model.meta.get('stat_names')} "
-                            f"differ from this version's {list(STAT_NAMES)}")
+            raise DataError(
+                cfg.model_path,
+                f"model statistics {model.meta.get('stat_names')} "
+                f"differ from this version's {list(STAT_NAMES)}",
+            )
         return model, {"status": "loaded", "path": cfg.model_path}
     try:
-        pl = select.pseudo_labels(heur, scorable, cfg.pseudo_label_fraction, cfg.pseudo_bad_below,
-                                  cfg.pseudo_good_above, cfg.min_train_docs, cfg.max_train_docs,
-                                  cfg.holdout_fraction, ctx.seed)
+        pl = select.pseudo_labels(
+            heur,
+            scorable,
+            cfg.pseudo_label_fraction,
+            cfg.pseudo_bad_below,
+            cfg.pseudo_good_above,
+            cfg.min_train_docs,
+            cfg.max_train_docs,
+            cfg.holdout_fraction,
+            ctx.seed,
+        )
     except select.NoSpread as exc:
         if cfg.on_no_spread == "error":
-            raise DataError(f"{ctx.upstream} output", f"cannot bootstrap pseudo labels: {exc} "
-                            "(set quality.on_no_spread: heuristic to fall back)") from None
+            raise DataError(
+                f"{ctx.upstream} output",
+                f"cannot bootstrap pseudo labels: {exc} "
+                "(set quality.on_no_spread: heuristic to fall back)",
+            ) from None
         ctx.log.warning("[quality] no classifier: %s; using the heuristic score", exc)
         return None, {"status": "fallback_heuristic", "why": str(exc)}
     part_of = np.searchsorted(offsets, pl.rows, side="right") - 1
@@ -214,8 +258,11 @@ def _train_or_load(cfg: QualityConfig, ctx: StageContext, stats: np.ndarray, heu
     seed_set = None
     if cfg.seed_set_path:
         texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
-        seed_set = (hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars),
-                    stats_matrix(texts, cfg.max_chars), y)
+        seed_set = (
+            hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars),
+            stats_matrix(texts, cfg.max_chars),
+            y,
+        )
     return fit_classifier(X, stats[pl.rows], pl, cfg, seed_set)
 
 
@@ -239,8 +286,9 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     parts = list(ctx.input_parts)
     if not parts:
         raise DataError(ctx.upstream or "quality", "no input parts to score")
-    scans = ctx.executor.map(functools.partial(_scan_part, max_chars=cfg.max_chars), parts,
-                             desc="quality stats")
+    scans = ctx.executor.map(
+        functools.partial(_scan_part, max_chars=cfg.max_chars), parts, desc="quality stats"
+    )
     sizes = np.array([len(s[1]) for s in scans], np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     stats = np.vstack([s[0] for s in scans])
@@ -252,40 +300,52 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     all_scores = {"heuristic": heur}
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
-        items = [(p, stats[offsets[i]:offsets[i + 1]]) for i, p in enumerate(parts)]
+        items = [(p, stats[offsets[i] : offsets[i + 1]]) for i, p in enumerate(parts)]
         all_scores["classifier"] = np.concatenate(ctx.executor.map(fn, items, desc="quality score"))
     used = "classifier" if model is not None and cfg.score == "classifier" else "heuristic"
     final = np.where(scorable, all_scores[used], 0.0)
-    keep, threshold = select.keep_mask(cfg.keep_rule, final, scorable, cfg.min_score,
-                                       cfg.keep_fraction, cfg.pareto_alpha, ctx.seed)
+    keep, threshold = select.keep_mask(
+        cfg.keep_rule, final, scorable, cfg.min_score, cfg.keep_fraction, cfg.pareto_alpha, ctx.seed
+    )
     deciles = select.decile_rows(final, scorable)
     items = []
     for i, p in enumerate(parts):
         lo, hi = offsets[i], offsets[i + 1]
         rows = [r - lo for _, r in deciles if lo <= r < hi]
         items.append((i, p, final[lo:hi], keep[lo:hi], ~scorable[lo:hi], rows))
-    written = ctx.executor.map(functools.partial(_write_part, out_dir=ctx.out_dir), items,
-                               desc="quality write")
+    written = ctx.executor.map(
+        functools.partial(_write_part, out_dir=ctx.out_dir), items, desc="quality write"
+    )
     outputs = [o for w in written for o in w["outputs"]]
     if model is not None and not cfg.model_path:
         atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(model))
         outputs.append(MODEL_FILE)
         info["model_file"] = MODEL_FILE
     examples = {}
-    for w, lo in zip(written, offsets[:-1]):
+    for w, lo in zip(written, offsets[:-1], strict=True):
         examples.update({int(lo) + r: v for r, v in w["examples"].items()})
     stats_out = {
-        "docs_in": int(len(final)), "docs_out": int(keep.sum()),
+        "docs_in": int(len(final)),
+        "docs_out": int(keep.sum()),
         "dropped_low_quality": int((~keep & scorable).sum()),
         "dropped_no_words": int((~scorable).sum()),
         "bytes_in": sum(w["bytes_in"] for w in written),
         "bytes_out": sum(w["bytes_out"] for w in written),
-        "score": used, "keep_rule": cfg.keep_rule, "threshold": threshold,
+        "score": used,
+        "keep_rule": cfg.keep_rule,
+        "threshold": threshold,
         "score_mean": round(float(final[scorable].mean()), 4) if scorable.any() else None,
         "score_histogram": select.histogram(final[scorable], threshold),
         "heuristic_histogram": select.histogram(heur[scorable], None),
-        "decile_examples": [{"decile": d, "score": round(float(final[r]), 4),
-                             "id": examples[r][0], "text": examples[r][1]} for d, r in deciles],
+        "decile_examples": [
+            {
+                "decile": d,
+                "score": round(float(final[r]), 4),
+                "id": examples[r][0],
+                "text": examples[r][1],
+            }
+            for d, r in deciles
+        ],
         "classifier": info,
     }
     label_auc = _label_auc(labels, all_scores)

@@ -1,0 +1,294 @@
+"""quality stage: statistics, hashed features, logistic regression, keep rules, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_stages
+from pipeline.errors import DataError, RecipeError
+from pipeline.quality import select
+from pipeline.quality.features import (
+    DEFAULT_BIAS,
+    DEFAULT_WEIGHTS,
+    STAT_NAMES,
+    doc_stats,
+    hashed_features,
+    heuristic_score,
+    stats_matrix,
+)
+from pipeline.quality.logreg import load_model, roc_auc
+from pipeline.sources import toy
+from pipeline.stages import STAGES
+
+PROSE = (
+    "The old farmer watched the river near the bridge. It was warm when the children "
+    "crossed the meadow, and they gathered apples for the market."
+)
+
+
+def _stat(text: str) -> dict[str, float]:
+    return dict(zip(STAT_NAMES, doc_stats(text, 100_000), strict=True))
+
+
+def _report(run: Path, stage: str = "quality") -> dict:
+    report = json.loads((run / "pipeline_report.json").read_text())
+    return next(s["stats"] for s in report["stages"] if s["stage"] == stage)
+
+
+def _rows(run: Path) -> list[dict]:
+    rows = []
+    for part in sorted((run / "quality").glob("**/part-*.parquet")):
+        rows += pq.read_table(part).to_pylist()
+    return rows
+
+
+def _jsonl(path: Path, texts: list[str]) -> Path:
+    path.write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    return path
+
+
+# ---------------------------------------------------------------- pure functions
+
+
+def test_doc_stats_worked_example():
+    """'a a a b.\\nc d.\\nc d.' : 8 whitespace words, all with letters -> length 8/50 = 0.16,
+    alpha_words 1. Letter tokens a a a b c d c d: 'a' is a stop word -> 3/8. Lines: 3, all end
+    in '.', 1 duplicate -> terminal 1, dup_lines 1/3. unique 4/8. Trigrams: 6, distinct
+    (aaa, aab, abc, bcd, cdc, dcd) 6 -> dup 0. Mean word length 1 < 3 -> 1 - (3 - 1)/3 = 1/3."""
+    s = _stat("a a a b.\nc d.\nc d.")
+    assert s["length"] == pytest.approx(0.16)
+    assert s["alpha_words"] == 1.0
+    assert s["stop_words"] == pytest.approx(3 / 8)
+    assert s["terminal_punct"] == 1.0
+    assert s["dup_lines"] == pytest.approx(1 / 3)
+    assert s["unique_words"] == pytest.approx(0.5)
+    assert s["dup_trigrams"] == 0.0
+    assert s["symbols"] == 0.0
+    assert s["word_length"] == pytest.approx(1 / 3)
+
+
+def test_doc_stats_hard_wrapped_line_counts_as_ended_and_empty_is_zero():
+    assert _stat("The farmer went\nto the market.")["terminal_punct"] == 1.0
+    assert _stat("Home | About\nContact")["terminal_punct"] == 0.0
+    assert doc_stats("  \n ", 1000) == (0.0,) * len(STAT_NAMES)
+
+
+def test_heuristic_ranks_prose_above_spam_and_repetition():
+    texts = [
+        toy.good_doc(np.random.default_rng(0)),
+        "buy cheap casino " * 40,
+        "\n".join(["Click here to win now."] * 30),
+        "#$% @@! {}[] ~~~ " * 30,
+    ]
+    h = heuristic_score(stats_matrix(texts, 100_000), DEFAULT_WEIGHTS, DEFAULT_BIAS)
+    assert h[0] > 0.8
+    assert (h[1:] < 0.1).all()
+
+
+def test_roc_auc_worked_example_with_ties():
+    """Positives 0.35, 0.8 vs negatives 0.1, 0.4: pairs won (0.35>0.1), (0.8>0.1), (0.8>0.4)
+    = 3 of 4 -> 0.75. All-tied scores -> 0.5. One class -> None."""
+    assert roc_auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == 0.75
+    assert roc_auc(np.ones(4), np.array([0, 1, 0, 1])) == 0.5
+    assert roc_auc(np.ones(3), np.ones(3)) is None
+
+
+def test_hashed_features_rows_normalised_bigrams_stay_inside_documents():
+    X = hashed_features(["b a", "", "a b a b"], 1 << 18, 0, 1000)
+    assert X.num_rows == 3 and X.indptr[1] - X.indptr[0] == 3  # a, b, "b a"
+    assert X.indptr[2] == X.indptr[1]  # the empty document has an empty row
+    norms = np.bincount(X.row_ids(), weights=X.data.astype(np.float64) ** 2, minlength=3)
+    assert norms[[0, 2]] == pytest.approx([1.0, 1.0])
+    # a document's row does not depend on its neighbours (no bigram across the boundary)
+    alone = hashed_features(["a b a b"], 1 << 18, 0, 1000)
+    assert np.array_equal(alone.indices, X.indices[X.indptr[2] :])
+    assert np.array_equal(alone.data, X.data[X.indptr[2] :])
+    # doc 2: a, b (count 2 each -> 1 + ln 2), "a b" (2), "b a" (1): 4 features
+    assert X.indptr[3] - X.indptr[2] == 4
+
+
+def test_pseudo_labels_no_spread_and_thresholds():
+    h = np.full(100, 0.7)
+    with pytest.raises(select.NoSpread, match="pseudo-bad"):
+        select.pseudo_labels(h, np.ones(100, bool), 0.2, 0.5, 0.5, 5, 1000, 0.2, 0)
+    h = np.linspace(0.0, 1.0, 100)
+    pl = select.pseudo_labels(h, np.ones(100, bool), 0.2, 0.5, 0.5, 5, 1000, 0.25, 0)
+    assert pl.y.sum() == 20 and len(pl.y) == 40 and pl.holdout.sum() == 10
+    assert (h[pl.rows[pl.y == 0]] < 0.2).all() and (h[pl.rows[pl.y == 1]] > 0.8).all()
+
+
+def test_keep_rules():
+    scores = np.array([0.9, 0.1, 0.5, 0.5, 0.7, 0.0])
+    scorable = np.array([True, True, True, True, True, False])
+    keep, thr = select.keep_mask("min_score", scores, scorable, 0.5, 0.8, 9.0, 0)
+    assert keep.tolist() == [True, False, True, True, True, False] and thr == 0.5
+    keep, thr = select.keep_mask("keep_fraction", scores, scorable, 0.5, 0.6, 9.0, 0)
+    assert keep.tolist() == [True, False, True, False, True, False] and thr == 0.5  # tie: row 2
+    a, _ = select.keep_mask("pareto", scores, scorable, 0.5, 0.6, 9.0, 3)
+    b, _ = select.keep_mask("pareto", scores, scorable, 0.5, 0.6, 9.0, 3)
+    assert np.array_equal(a, b) and not a[5]
+    many = select.keep_mask("pareto", np.full(10_000, 0.9), np.ones(10_000, bool), 0, 0, 9.0, 1)
+    # P(pareto(9) > 0.1) = 1.1 ** -9 = 0.424
+    assert many[0].mean() == pytest.approx(1.1**-9, abs=0.02)
+
+
+# ---------------------------------------------------------------- the stage, end to end
+
+
+def test_toy_classifier_ranks_junk_below_good(toy_run):
+    run_stages(
+        toy_run,
+        {"download": {"source": "toy", "max_docs": 400, "docs_per_part": 100}, "quality": {}},
+    )
+    stats = _report(toy_run)
+    assert stats["classifier"]["status"] == "trained"
+    assert stats["hidden_label_auc"]["auc_classifier"] >= 0.95
+    assert stats["hidden_label_auc"]["auc_heuristic"] >= 0.95
+    assert stats["classifier"]["holdout_agreement"] >= 0.9
+    rows = _rows(toy_run)
+    assert len(rows) == 400 == stats["docs_in"]
+    assert all(isinstance(r["quality"], float) and 0.0 <= r["quality"] <= 1.0 for r in rows)
+    assert {r["label"] for r in rows} >= {"good"}  # upstream columns are kept
+    rejected = [r for r in rows if r.get("reasons")]
+    assert len(rejected) == stats["dropped_low_quality"] > 0
+    assert all(r["reasons"] == ["low_quality"] and r["quality"] < 0.5 for r in rejected)
+    bad_kinds = {r["label"] for r in rejected}
+    assert bad_kinds <= {f"junk:{k}" for k in toy.JUNK_KINDS}
+    schema = pq.read_schema(toy_run / "quality" / "part-00000.parquet")
+    assert str(schema.field("quality").type) == "float"
+    assert len(stats["decile_examples"]) == 10
+    assert stats["score_histogram"]["threshold"] == 0.5
+    assert sum(stats["score_histogram"]["counts"]) == 400
+    model = load_model(toy_run / "quality" / "model.npz")
+    assert len(model.w_hashed) == 1 << 18
+
+
+def test_same_bytes_for_any_worker_count_and_model_reuse(tmp_path):
+    stages = {
+        "download": {"source": "toy", "max_docs": 300, "docs_per_part": 75},
+        "quality": {"keep_rule": "pareto"},
+    }
+    run_stages(tmp_path / "w1", stages, workers=1)
+    run_stages(tmp_path / "w2", stages, workers=2)
+    files = sorted(
+        p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*") if p.is_file()
+    )
+    assert Path("quality/model.npz") in files and len(files) >= 5
+    for rel in files:
+        assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel
+    reuse = {
+        **stages,
+        "quality": {"model_path": str(tmp_path / "w1/quality/model.npz"), "keep_rule": "pareto"},
+    }
+    run_stages(tmp_path / "reuse", reuse)
+    assert _report(tmp_path / "reuse")["classifier"]["status"] == "loaded"
+    assert not (tmp_path / "reuse/quality/model.npz").exists()
+    for rel in files:
+        if rel.suffix == ".parquet":
+            a = (tmp_path / "w1" / rel).read_bytes()
+            assert a == (tmp_path / "reuse" / rel).read_bytes(), rel
+
+
+def test_keep_fraction_and_no_words(tmp_path):
+    texts = [toy.good_doc(np.random.default_rng(i)) for i in range(60)]
+    texts += ["buy cheap casino deal " * 30 for _ in range(30)] + ["", "   \n  ", "!!!"]
+    src = _jsonl(tmp_path / "in.jsonl", texts)
+    run_stages(
+        tmp_path / "run",
+        {
+            "download": {"source": "jsonl", "path": str(src)},
+            "quality": {"keep_rule": "keep_fraction", "keep_fraction": 0.5, "min_train_docs": 5},
+        },
+    )
+    stats = _report(tmp_path / "run")
+    assert stats["dropped_no_words"] == 2  # "!!!" has a word (of symbols): it is scored
+    assert stats["docs_out"] == round(0.5 * 91)
+    assert stats["docs_in"] == stats["docs_out"] + stats["dropped_low_quality"] + 2
+    kept = pq.read_table(tmp_path / "run/quality/part-00000.parquet").to_pylist()
+    assert all("casino" not in r["text"] for r in kept)
+    dropped = pq.read_table(tmp_path / "run/quality/rejected/part-00000.parquet").to_pylist()
+    no_words = [r for r in dropped if r["reasons"] == ["no_words"]]
+    assert len(no_words) == 2 and all(r["quality"] == 0.0 for r in no_words)
+
+
+def test_identical_scores_fall_back_or_raise(tmp_path):
+    src = _jsonl(tmp_path / "in.jsonl", [PROSE] * 50)
+    stages = {"download": {"source": "jsonl", "path": str(src)}, "quality": {}}
+    run_stages(tmp_path / "run", stages)
+    stats = _report(tmp_path / "run")
+    assert stats["classifier"]["status"] == "fallback_heuristic"
+    assert "pseudo-bad" in stats["classifier"]["why"]
+    assert stats["score"] == "heuristic" and stats["docs_out"] == 50
+    assert not (tmp_path / "run/quality/model.npz").exists()
+    stages["quality"] = {"on_no_spread": "error"}
+    with pytest.raises(DataError, match="cannot bootstrap pseudo labels"):
+        run_stages(tmp_path / "err", stages)
+
+
+def test_single_huge_document(tmp_path):
+    huge = (PROSE + "\n") * 40_000  # ~5.6 MB: only max_chars are read for stats and features
+    src = _jsonl(tmp_path / "in.jsonl", [huge])
+    run_stages(
+        tmp_path / "run",
+        {"download": {"source": "jsonl", "path": str(src)}, "quality": {"max_chars": 20_000}},
+    )
+    stats = _report(tmp_path / "run")
+    assert stats["classifier"]["status"] == "fallback_heuristic"
+    assert stats["docs_in"] == 1
+    (row,) = _rows(tmp_path / "run")
+    assert len(row["text"]) == len(huge)  # the document itself is never truncated
+
+
+def test_seed_set_is_used_and_checked(tmp_path, toy_run):
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text(
+        json.dumps({"text": PROSE * 3, "label": "good"})
+        + "\n"
+        + json.dumps({"text": "win cash now " * 40, "label": "bad"})
+        + "\n"
+    )
+    base = {"download": {"source": "toy", "max_docs": 400, "docs_per_part": 100}}
+    run_stages(toy_run, {**base, "quality": {"seed_set_path": str(seed)}})
+    assert _report(toy_run)["classifier"]["seed_set_docs"] == 2
+    seed.write_text('{"text": "no label"}\n')
+    with pytest.raises(DataError, match="seed.jsonl:1"):
+        run_stages(toy_run, {**base, "quality": {"seed_set_path": str(seed), "l2": 0.001}})
+
+
+def test_recipe_errors(tmp_path):
+    base = {"download": {"source": "toy", "max_docs": 10}}
+    with pytest.raises(RecipeError, match="heuristic_weights.lenght: unknown statistic"):
+        run_stages(tmp_path, {**base, "quality": {"heuristic_weights": {"lenght": 1.0}}})
+    with pytest.raises(RecipeError, match="pseudo_bad_below: must be <= pseudo_good_above"):
+        run_stages(
+            tmp_path, {**base, "quality": {"pseudo_bad_below": 0.9, "pseudo_good_above": 0.2}}
+        )
+    with pytest.raises(RecipeError, match="model_path: file .* not found"):
+        run_stages(tmp_path, {**base, "quality": {"model_path": str(tmp_path / "nope.npz")}})
+    with pytest.raises(RecipeError, match="keep_fraction: must be in"):
+        run_stages(tmp_path, {**base, "quality": {"keep_fraction": 0.0}})
+    bad_model = tmp_path / "bad.npz"
+    bad_model.write_bytes(b"not a zip")
+    with pytest.raises(DataError, match="not a quality model"):
+        run_stages(tmp_path / "r", {**base, "quality": {"model_path": str(bad_model)}})
+
+
+@pytest.mark.skipif("clean" not in STAGES, reason="the clean stage is not registered yet")
+def test_quality_after_clean(tmp_path):
+    stages = {
+        "download": {"source": "toy", "max_docs": 400, "docs_per_part": 100},
+        "clean": {},
+        "quality": {},
+    }
+    run_stages(tmp_path, stages)
+    stats = _report(tmp_path)
+    assert stats["docs_in"] == _report(tmp_path, "clean")["docs_out"]
+    assert stats["classifier"]["status"] in ("trained", "fallback_heuristic")
+    assert all(0.0 <= r["quality"] <= 1.0 for r in _rows(tmp_path))
