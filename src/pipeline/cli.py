@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", type=int, default=5, help="how many examples")
     p.add_argument("--chars", type=int, default=300, help="characters of text to show")
     _common(p)
+
+    p = sub.add_parser("shuffle", help="rebalance and shuffle existing .npz shards")
+    p.add_argument("--input-dir", required=True, type=Path, help="folder of .npz shards")
+    p.add_argument("--output-dir", required=True, type=Path, help="new folder (must not exist)")
+    p.add_argument("--shard-size", required=True, type=int, help="samples per output shard")
+    p.add_argument("--seed", required=True, type=int, help="shuffle seed (>= 0)")
+    _common(p)
     return parser
 
 
@@ -148,12 +155,24 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shuffle(args: argparse.Namespace) -> int:
+    from pipeline.shuffle import shuffle_shards
+
+    meta = shuffle_shards(args.input_dir, args.output_dir, args.shard_size, args.seed)
+    q = meta["shuffle_quality"]
+    print(f"{args.output_dir}: {meta['num_samples']:,} samples in {meta['num_shards']} shards; "
+          f"spearman {q['spearman']:+.4f}, same-source ratio {q['same_source_ratio']:.3f}, "
+          f"max share deviation {q['max_share_deviation_samples']:.1f} samples")
+    return 0
+
+
 COMMANDS = {
     "data": cmd_data,
     "show": cmd_show,
     "report": cmd_report,
     "datasets": cmd_datasets,
     "inspect": cmd_inspect,
+    "shuffle": cmd_shuffle,
 }
 
 

@@ -6,6 +6,8 @@ from pipeline.stage import Stage
 from pipeline.stages import download
 from pipeline.stages import quality
 from pipeline.stages import tokenize
+from pipeline.stages import pack
+from pipeline.stages import shard
 
 ORDER = ("download", "clean", "dedup", "quality", "tokenize", "pack", "shard")
 
@@ -13,6 +15,8 @@ _REGISTERED: list[Stage] = [
     download.STAGE,
     quality.STAGE,
     tokenize.STAGE,
+    pack.STAGE,
+    shard.STAGE,
 ]
 
 STAGES: dict[str, Stage] = {s.name: s for s in sorted(_REGISTERED, key=lambda s: ORDER.index(s.name))}

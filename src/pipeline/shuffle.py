@@ -1,0 +1,392 @@
+"""Shard files and `pipeline shuffle`: rebalance unbalanced .npz shards into shuffled equal ones.
+
+Also the helpers the shard stage shares: memory-mapping an array inside an uncompressed .npz,
+atomic .npz writes, shard sizes, and shuffle-quality statistics. The two-phase algorithm and its
+memory bound are in docs/shards.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import DataError, PipelineError
+from pipeline.io import atomic_write_json, sha256_file
+
+METADATA_NAME = "metadata.json"
+FORMAT_VERSION = 1
+COPY_ROWS_BYTES = 64 << 20  # phase-1 copy block: bounds the scratch memory beside one field
+
+
+# ---------------------------------------------------------------- .npz files
+
+
+def _read_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    return np.lib.format._read_array_header(f, version)  # 3.0: utf-8 header, no public reader
+
+
+def npz_member(path: Path, key: str) -> np.ndarray:
+    """Array `key` of an .npz: memory-mapped in place when stored uncompressed, else loaded."""
+    path = Path(path)
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(f"{key}.npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            with zf.open(info) as f:
+                return np.lib.format.read_array(f, allow_pickle=False)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if local[:4] != b"PK\x03\x04":
+            raise DataError(str(path), f"bad zip local header for {key}.npy")
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        shape, fortran, dtype = _read_header(f)
+        if dtype.hasobject:
+            raise DataError(str(path), f"{key}.npy holds Python objects; refusing to load")
+        offset = f.tell()
+    if int(np.prod(shape)) == 0:
+        return np.zeros(shape, dtype)
+    return np.memmap(
+        path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C"
+    )
+
+
+def npz_fields(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """{field: (shape, dtype)} of an .npz, from the headers only."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with zf.open(info) as f:
+                    shape, _, dtype = _read_header(f)
+                out[info.filename[:-4]] = (tuple(shape), dtype)
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise DataError(str(path), f"not a readable .npz ({exc})") from None
+    return out
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Uncompressed .npz (members memory-mappable), written to a temp name then renamed."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def shard_sizes(num_samples: int, shard_size: int) -> list[int]:
+    """Full shards of shard_size, the last one holding the remainder."""
+    full, rest = divmod(num_samples, shard_size)
+    return [shard_size] * full + ([rest] if rest else [])
+
+
+def shard_name(index: int) -> str:
+    return f"shard_{index:06d}.npz"
+
+
+# ---------------------------------------------------------------- shuffle quality
+
+
+class ShuffleQuality:
+    """Streaming shuffle statistics over output shards added in order.
+
+    spearman: rank correlation of output vs original position (0 = no trace of the input order).
+    same_source_ratio: rate of consecutive samples from the same source shard / Σ(n_s/N)²
+    (1.0 = as often as a uniform shuffle). max_share_deviation_samples: over output shards and
+    sources, max |taken - shard_len * n_s / N|.
+    """
+
+    def __init__(self, source_sizes: np.ndarray):
+        self.n_s = np.asarray(source_sizes, np.int64)
+        self.total = int(self.n_s.sum())
+        self.sq = 0.0
+        self.same = 0
+        self.last = -1
+        self.pos = 0
+        self.max_dev = 0.0
+
+    def add(self, src: np.ndarray, orig: np.ndarray) -> None:
+        """src: source index per output row of the next shard; orig: its original position."""
+        n = len(src)
+        if not n:
+            return
+        d = np.arange(self.pos, self.pos + n, dtype=np.float64) - orig
+        self.sq += float(np.dot(d, d))
+        self.same += int((src[1:] == src[:-1]).sum()) + int(src[0] == self.last)
+        self.last = int(src[-1])
+        counts = np.bincount(src, minlength=len(self.n_s))
+        expected = n * self.n_s / max(self.total, 1)
+        self.max_dev = max(self.max_dev, float(np.abs(counts - expected).max()))
+        self.pos += n
+
+    def result(self) -> dict[str, float]:
+        n = self.total
+        ideal = float(((self.n_s / n) ** 2).sum()) if n else 0.0
+        rate = self.same / (n - 1) if n > 1 else 0.0
+        rho = 1.0 - 6.0 * self.sq / (n * (n * n - 1.0)) if n > 1 else 0.0
+        return {
+            "spearman": round(rho, 6),
+            "same_source_rate": round(rate, 6),
+            "same_source_ideal": round(ideal, 6),
+            "same_source_ratio": round(rate / ideal, 4) if ideal else 0.0,
+            "max_share_deviation_samples": round(self.max_dev, 3),
+        }
+
+
+# ---------------------------------------------------------------- plan
+
+
+def apportion(source_sizes: np.ndarray, out_sizes: list[int]) -> np.ndarray:
+    """[num_out, num_sources] rows each output shard takes from each source.
+
+    Cumulative takes track the proportional target E_j * n_s / N: each shard takes the floor of
+    the new target, then the rest by largest deficit (ties: lowest source). Every row is taken
+    exactly once; each entry is within about one row of proportional.
+    """
+    n_s = np.asarray(source_sizes, np.int64)
+    total = int(n_s.sum())
+    taken = np.zeros(len(n_s), np.int64)
+    out = np.zeros((len(out_sizes), len(n_s)), np.int64)
+    end = 0
+    for j, m in enumerate(out_sizes):
+        end += m
+        target = end * n_s / total
+        x = np.clip(np.floor(target).astype(np.int64) - taken, 0, n_s - taken)
+        while (diff := m - int(x.sum())) != 0:
+            deficit = target - taken - x
+            if diff > 0:
+                ok = np.flatnonzero(taken + x < n_s)
+                pick = ok[np.argsort(-deficit[ok], kind="stable")[:diff]]
+                x[pick] += 1
+            else:
+                ok = np.flatnonzero(x > 0)
+                pick = ok[np.argsort(deficit[ok], kind="stable")[:-diff]]
+                x[pick] -= 1
+        out[j] = x
+        taken += x
+    return out
+
+
+# ---------------------------------------------------------------- the command
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt so `finally` blocks clean up as on Ctrl-C."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def scan_inputs(input_dir: Path) -> tuple[list[Path], dict[str, Any], list[int], dict[str, Any]]:
+    """Input shards, their common fields {name: (row shape, dtype)}, rows per shard, metadata."""
+    input_dir = Path(input_dir)
+    if not input_dir.is_dir():
+        raise DataError(str(input_dir), "input folder not found")
+    paths = sorted(input_dir.glob("*.npz"))
+    if not paths:
+        raise DataError(str(input_dir), "no .npz shards found")
+    meta_path = input_dir / METADATA_NAME
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    fields: dict[str, Any] = {}
+    rows = []
+    for p in paths:
+        found = npz_fields(p)
+        if not found:
+            raise DataError(str(p), "holds no arrays")
+        firsts = {shape[0] if shape else None for shape, _ in found.values()}
+        if len(firsts) != 1 or None in firsts:
+            raise DataError(
+                str(p),
+                f"fields do not share the first dimension: { {k: v[0] for k, v in found.items()} }",
+            )
+        spec = {k: (shape[1:], dtype) for k, (shape, dtype) in found.items()}
+        if not fields:
+            fields = spec
+        elif spec != fields:
+            raise DataError(str(p), f"fields {spec} differ from {paths[0].name}'s {fields}")
+        rows.append(int(firsts.pop()))
+    return paths, fields, rows, meta
+
+
+def _phase1(
+    paths: list[Path], fields: dict[str, Any], rows: list[int], seed: int, work: Path
+) -> None:
+    """Each input shard: one permutation, applied field by field, saved as work/*.npy."""
+    for i, (path, n) in enumerate(zip(paths, rows, strict=True)):
+        perm = np.random.default_rng([seed, 0, i]).permutation(n)
+        np.save(work / f"{i:06d}.perm.npy", perm)
+        for name, (row_shape, dtype) in fields.items():
+            src = npz_member(path, name)
+            row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize)
+            step = max(1, COPY_ROWS_BYTES // row_bytes)
+            with open(work / f"{i:06d}.{name}.npy", "wb") as f:
+                header = {
+                    "descr": np.lib.format.dtype_to_descr(dtype),
+                    "fortran_order": False,
+                    "shape": (n, *row_shape),
+                }
+                np.lib.format.write_array_header_2_0(f, header)
+                for a in range(0, n, step):
+                    f.write(np.ascontiguousarray(src[perm[a : a + step]]).tobytes())
+            del src
+
+
+def _phase2(
+    fields: dict[str, Any],
+    rows: list[int],
+    plan: np.ndarray,
+    seed: int,
+    work: Path,
+    out: Path,
+    quality: ShuffleQuality,
+) -> list[dict[str, Any]]:
+    """Each output shard: a slice of every permuted source, placed at random positions, saved."""
+    offsets = np.cumsum(rows) - np.asarray(rows)
+    start = np.zeros(len(rows), np.int64)
+    shards = []
+    for j, takes in enumerate(plan):
+        m = int(takes.sum())
+        pos = np.random.default_rng([seed, 1, j]).permutation(m)
+        arrays = {name: np.empty((m, *shape), dtype) for name, (shape, dtype) in fields.items()}
+        src_of = np.empty(m, np.int64)
+        orig = np.empty(m, np.int64)
+        k = 0
+        for s in np.flatnonzero(takes):
+            a, b = int(start[s]), int(start[s] + takes[s])
+            dest = pos[k : k + b - a]
+            for name in fields:
+                mm = np.load(work / f"{s:06d}.{name}.npy", mmap_mode="r", allow_pickle=False)
+                arrays[name][dest] = mm[a:b]
+                del mm
+            perm = np.load(work / f"{s:06d}.perm.npy", mmap_mode="r", allow_pickle=False)
+            src_of[dest] = s
+            orig[dest] = offsets[s] + perm[a:b]
+            del perm
+            start[s], k = b, k + b - a
+        quality.add(src_of, orig)
+        name = shard_name(j)
+        save_npz(out / name, arrays)
+        del arrays
+        shards.append({"file": name, "num_samples": m, "sha256": sha256_file(out / name)})
+    return shards
+
+
+def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int) -> dict[str, Any]:
+    """Rebalance + shuffle `input_dir`'s shards into `output_dir`; returns the new metadata.
+
+    All-or-nothing: work happens in a hidden temp folder beside output_dir, renamed at the end;
+    on any error, Ctrl-C or SIGTERM the temp folder is removed and output_dir is untouched.
+    """
+    input_dir, output_dir = Path(input_dir), Path(output_dir)
+    if shard_size < 1:
+        raise PipelineError(f"--shard-size must be >= 1, got {shard_size}")
+    if seed < 0:
+        raise PipelineError(f"--seed must be >= 0, got {seed}")
+    if output_dir.exists() and any(output_dir.iterdir()):
+        raise DataError(str(output_dir), "output folder exists and is not empty")
+    if output_dir.resolve() == input_dir.resolve():
+        raise DataError(str(output_dir), "output folder must differ from the input folder")
+    paths, fields, rows, meta = scan_inputs(input_dir)
+    tmp = output_dir.parent / f".{output_dir.name}.tmp-shuffle-{os.getpid()}"
+    with _sigterm_as_interrupt():
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            (tmp / "work").mkdir(parents=True)
+            _phase1(paths, fields, rows, seed, tmp / "work")
+            sizes = shard_sizes(sum(rows), shard_size)
+            plan = apportion(np.asarray(rows), sizes)
+            quality = ShuffleQuality(np.asarray(rows))
+            shards = _phase2(fields, rows, plan, seed, tmp / "work", tmp, quality)
+            shutil.rmtree(tmp / "work")
+            if (input_dir / "eval").is_dir():
+                shutil.copytree(input_dir / "eval", tmp / "eval")
+            new = _metadata(
+                meta,
+                fields,
+                sizes,
+                shard_size,
+                seed,
+                shards,
+                quality.result(),
+                input_dir,
+                len(paths),
+            )
+            atomic_write_json(tmp / METADATA_NAME, new)
+            if output_dir.exists():
+                output_dir.rmdir()  # empty, checked above
+            tmp.rename(output_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return new
+
+
+def _metadata(
+    meta: dict[str, Any],
+    fields: dict[str, Any],
+    sizes: list[int],
+    shard_size: int,
+    seed: int,
+    shards: list[dict[str, Any]],
+    quality: dict[str, float],
+    input_dir: Path,
+    num_inputs: int,
+) -> dict[str, Any]:
+    new = dict(meta)
+    main = "input_ids" if "input_ids" in fields else next(iter(fields))
+    shape, dtype = fields[main]
+    new.update(
+        {
+            "num_samples": sum(sizes),
+            "fields": list(fields),
+            "dtype": str(dtype),
+            "field_dtypes": {k: str(v[1]) for k, v in fields.items()},
+            "shard_size": shard_size,
+            "num_shards": len(sizes),
+            "shard_sizes": sizes,
+            "pre_shuffled": True,
+            "seed": seed,
+            "shards": shards,
+            "version": meta.get("version", FORMAT_VERSION),
+            "shuffle_quality": quality,
+            "shuffled_from": {
+                "input_dir": str(input_dir),
+                "num_shards": num_inputs,
+                "seed_before": meta.get("seed"),
+            },
+        }
+    )
+    if shape:
+        new.setdefault("seq_len", int(shape[0]))
+    return new

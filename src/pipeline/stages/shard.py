@@ -1,0 +1,281 @@
+"""shard: packed sequences -> seeded subsample -> eval split (pack order) + shuffled train shards.
+
+Writes `train/shard_NNNNNN.npz` (uncompressed: input_ids, segment_ids [n, seq_len]) with
+`train/metadata.json`, and the same under `eval/`. Selection uses np.random.default_rng(recipe
+seed), the train permutation recipe seed + 1 (DESIGN.md "Seeds"); both are in metadata.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import DataError, RecipeError
+from pipeline.io import atomic_write_json, read_table, sha256_file
+from pipeline.recipe import bounded
+from pipeline.shuffle import (
+    FORMAT_VERSION,
+    METADATA_NAME,
+    ShuffleQuality,
+    save_npz,
+    shard_name,
+    shard_sizes,
+)
+from pipeline.stage import Stage, StageContext, StageResult
+
+FIELDS = ("input_ids", "segment_ids")
+PART_RE = re.compile(r"^(part-\d+)\.(input_ids\.npy|segment_ids\.npy|seqs\.parquet)$")
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    fraction: float | None = bounded(None, gt=0.0, le=1.0)  # keep this share of sequences
+    num_samples: int | None = bounded(None, ge=1)  # or keep this many sequences (None: all)
+    source_weights: dict[str, float] | None = None  # target share per source; unlisted: excluded
+    eval_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # share of kept sequences held out
+    shard_size: int = bounded(4096, ge=1)  # sequences per .npz shard (~16 MiB at 2048 x uint16 x2)
+
+    def validate(self, path: str) -> None:
+        if self.fraction is not None and self.num_samples is not None:
+            raise RecipeError(f"{path}.num_samples", "set fraction or num_samples, not both")
+        if self.source_weights is not None:
+            bad = {k: v for k, v in self.source_weights.items() if v < 0}
+            if bad:
+                raise RecipeError(f"{path}.source_weights", f"weights must be >= 0, got {bad}")
+            if not sum(self.source_weights.values()) > 0:
+                raise RecipeError(f"{path}.source_weights", "at least one weight must be > 0")
+
+
+# ---------------------------------------------------------------- pure core
+
+
+def target_counts(
+    available: dict[str, int], n_target: int, weights: dict[str, float] | None
+) -> dict[str, int]:
+    """Sequences to keep per source. Without weights: proportional to what is available. With
+    weights: share w_s / Σw of n_target; a source that has too few gives all it has and its
+    shortfall is spread over the others by weight (water-filling). Largest-remainder rounding.
+    """
+    names = sorted(available)
+    avail = np.array([available[s] for s in names], np.float64)
+    if weights is None:
+        w = avail.copy()
+    else:
+        w = np.array([max(weights.get(s, 0.0), 0.0) for s in names], np.float64)
+    total = min(n_target, int(avail[w > 0].sum()))
+    ideal = np.zeros(len(names))
+    free = w > 0
+    while free.any():  # each round caps at least one source or finishes
+        share = np.where(free, w, 0.0) / w[free].sum()
+        ideal = np.where(free, (total - ideal[~free].sum()) * share, ideal)
+        over = free & (ideal > avail)
+        if not over.any():
+            break
+        ideal[over] = avail[over]
+        free &= ~over
+    counts = np.minimum(np.floor(ideal + 1e-9), avail).astype(np.int64)
+    for i in np.argsort(-(ideal - counts), kind="stable"):  # the rest, largest remainder first
+        if counts.sum() >= total:
+            break
+        if w[i] > 0 and counts[i] < avail[i]:
+            counts[i] += 1
+    return {s: int(c) for s, c in zip(names, counts, strict=True)}
+
+
+def select(sources: np.ndarray, counts: dict[str, int], rng: np.random.Generator) -> np.ndarray:
+    """Sorted global indices: counts[s] sequences of source s, uniformly without replacement."""
+    picked = []
+    for name in sorted(counts):
+        idx = np.flatnonzero(sources == name)
+        picked.append(np.sort(rng.choice(idx, counts[name], replace=False)))
+    return np.sort(np.concatenate(picked)) if picked else np.zeros(0, np.int64)
+
+
+def split_eval(
+    selected: np.ndarray, eval_fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(train, eval) both sorted; eval is a random eval_fraction of `selected` (>= 1 if > 0)."""
+    n_eval = int(round(len(selected) * eval_fraction))
+    if eval_fraction > 0 and len(selected) >= 2:
+        n_eval = max(1, n_eval)
+    n_eval = min(n_eval, max(len(selected) - 1, 0))
+    mask = np.zeros(len(selected), bool)
+    mask[rng.choice(len(selected), n_eval, replace=False)] = True
+    return selected[~mask], selected[mask]
+
+
+# ---------------------------------------------------------------- I/O
+
+
+def group_parts(paths: list[Path]) -> list[dict[str, Path]]:
+    found: dict[str, dict[str, Path]] = {}
+    for p in paths:
+        m = PART_RE.match(Path(p).name)
+        if m:
+            found.setdefault(m.group(1), {})[m.group(2).split(".")[0]] = Path(p)
+    for stem, kinds in found.items():
+        for kind in ("input_ids", "segment_ids", "seqs"):
+            if kind not in kinds:
+                raise DataError(f"{stem}.{kind}", "missing from pack's output")
+    return [found[s] for s in sorted(found)]
+
+
+def write_shard(
+    job: tuple[int, np.ndarray],
+    parts: list[dict[str, str]],
+    part_of: np.ndarray,
+    row_of: np.ndarray,
+    out_dir: str,
+) -> tuple[str, int, str]:
+    """Gather the sequences `idx` (global pack indices, in output order) into one .npz shard."""
+    j, idx = job
+    arrays = {}
+    for field in FIELDS:
+        out = None
+        for p in np.unique(part_of[idx]):
+            mm = np.load(parts[int(p)][field], mmap_mode="r", allow_pickle=False)
+            if out is None:
+                out = np.empty((len(idx), mm.shape[1]), mm.dtype)
+            sel = np.flatnonzero(part_of[idx] == p)
+            out[sel] = mm[row_of[idx[sel]]]
+            del mm
+        arrays[field] = out
+    path = Path(out_dir) / shard_name(j)
+    save_npz(path, arrays)
+    return path.name, len(idx), sha256_file(path)
+
+
+def _write_split(
+    ctx: StageContext,
+    sub: str,
+    order: np.ndarray,
+    cfg: ShardConfig,
+    parts: list[dict[str, str]],
+    part_of: np.ndarray,
+    row_of: np.ndarray,
+) -> list[tuple[str, int, str]]:
+    (ctx.out_dir / sub).mkdir(parents=True, exist_ok=True)
+    sizes = shard_sizes(len(order), cfg.shard_size)
+    bounds = np.cumsum([0, *sizes])
+    jobs = [(j, order[bounds[j] : bounds[j + 1]]) for j in range(len(sizes))]
+    fn = partial(
+        write_shard, parts=parts, part_of=part_of, row_of=row_of, out_dir=str(ctx.out_dir / sub)
+    )
+    return ctx.executor.map(fn, jobs, desc=f"shard {sub}")
+
+
+# ---------------------------------------------------------------- run
+
+
+def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
+    if ctx.upstream != "pack":
+        raise RecipeError("shard", f"needs the pack stage right before it, got {ctx.upstream!r}")
+    meta_path = (ctx.stage_dir("pack") or Path("pack")) / "meta.json"
+    if not meta_path.is_file():
+        raise DataError(str(meta_path), "missing: shard needs pack's meta.json")
+    pack_meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    parts = group_parts(ctx.input_parts)
+    tables = [read_table(p["seqs"], columns=["source"]) for p in parts]
+    sources = np.array([s for t in tables for s in t.column("source").to_pylist()], dtype=object)
+    part_of = np.repeat(np.arange(len(parts)), [t.num_rows for t in tables])
+    row_of = np.concatenate([np.arange(t.num_rows) for t in tables]) if tables else part_of
+    n = len(sources)
+    n_target = (
+        n
+        if cfg.num_samples is None and cfg.fraction is None
+        else (
+            min(cfg.num_samples, n) if cfg.num_samples is not None else int(round(n * cfg.fraction))
+        )
+    )
+    available = {s: int((sources == s).sum()) for s in sorted(set(sources.tolist()))}
+    counts = target_counts(available, n_target, cfg.source_weights)
+    rng = np.random.default_rng(ctx.recipe_seed)
+    train, evals = split_eval(select(sources, counts, rng), cfg.eval_fraction, rng)
+    perm_seed = ctx.recipe_seed + 1
+    train_order = train[np.random.default_rng(perm_seed).permutation(len(train))]
+    str_parts = [{k: str(v) for k, v in p.items()} for p in parts]
+    outputs, stats = [], {}
+    for sub, order, shuffled in (("train", train_order, True), ("eval", evals, False)):
+        written = _write_split(ctx, sub, order, cfg, str_parts, part_of, row_of)
+        meta = _metadata(
+            pack_meta, cfg, written, shuffled, perm_seed, ctx.recipe_seed, sources, order
+        )
+        atomic_write_json(ctx.out_dir / sub / METADATA_NAME, meta)
+        outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
+        stats[f"sequences_{sub}"] = len(order)
+        stats[f"num_shards_{sub}"] = len(written)
+    quality = _quality(train, train_order, part_of, len(parts), cfg.shard_size)
+    stats.update(
+        {
+            "sequences_in": n,
+            "sequences_selected": len(train) + len(evals),
+            "sequences_not_selected": n - len(train) - len(evals),
+            "tokens_train": int(pack_meta["seq_len"]) * len(train),
+            "sequences_per_source": counts,
+            "subsample_seed": ctx.recipe_seed,
+            "permutation_seed": perm_seed,
+            **{f"shuffle_{k}": v for k, v in quality.items()},
+        }
+    )
+    return StageResult(outputs=outputs, stats=stats)
+
+
+def _quality(
+    train: np.ndarray, train_order: np.ndarray, part_of: np.ndarray, num_parts: int, shard_size: int
+) -> dict[str, float]:
+    """Shuffle quality of the train order, shard by shard, with pack parts as source shards."""
+    rank = np.empty(int(train.max()) + 1 if len(train) else 0, np.int64)
+    rank[train] = np.arange(len(train))  # original position among the train sequences
+    q = ShuffleQuality(np.bincount(part_of[train], minlength=num_parts))
+    for a in range(0, len(train_order), shard_size):
+        chunk = train_order[a : a + shard_size]
+        q.add(part_of[chunk], rank[chunk])
+    return q.result()
+
+
+def _metadata(
+    pack_meta: dict[str, Any],
+    cfg: ShardConfig,
+    written: list[tuple[str, int, str]],
+    shuffled: bool,
+    perm_seed: int,
+    subsample_seed: int,
+    sources: np.ndarray,
+    order: np.ndarray,
+) -> dict[str, Any]:
+    per_source: dict[str, int] = {}
+    for s in sources[order].tolist():
+        per_source[s] = per_source.get(s, 0) + 1
+    return {
+        "num_samples": len(order),
+        "seq_len": pack_meta["seq_len"],
+        "dtype": pack_meta["dtype"],
+        "fields": list(FIELDS),
+        "field_dtypes": {
+            "input_ids": pack_meta["dtype"],
+            "segment_ids": pack_meta["segment_dtype"],
+        },
+        "shard_size": cfg.shard_size,
+        "num_shards": len(written),
+        "shard_sizes": [w[1] for w in written],
+        "pre_shuffled": shuffled,
+        "seed": perm_seed if shuffled else None,
+        "subsample_seed": subsample_seed,
+        "tokenizer_sha256": pack_meta.get("tokenizer_sha256"),
+        "vocab_size": pack_meta.get("vocab_size"),
+        "eos_id": pack_meta.get("eos_id"),
+        "pad_id": pack_meta.get("pad_id"),
+        "packing": pack_meta.get("strategy"),
+        "shards": [{"file": w[0], "num_samples": w[1], "sha256": w[2]} for w in written],
+        "samples_per_source": dict(sorted(per_source.items())),
+        "version": FORMAT_VERSION,
+    }
+
+
+STAGE = Stage("shard", ShardConfig, run, version="1")

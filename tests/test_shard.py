@@ -1,0 +1,140 @@
+"""shard: subsample, eval split, permuted train shards, metadata and memory-mappable .npz."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.errors import RecipeError
+from pipeline.io import sha256_file
+from pipeline.recipe import build_config
+from pipeline.shuffle import npz_member
+from pipeline.stages.shard import ShardConfig, select, split_eval, target_counts
+from pipeline.stages.shard import run as shard_run
+from test_pack import fake_tokenize, make_ctx, run_pack
+
+
+def packed_run(tmp_path, sources=("web",), n_docs=120, seq_len=32):
+    rng = np.random.default_rng(4)
+    lens = rng.integers(5, 60, n_docs).tolist()
+    fake_tokenize(tmp_path, [lens[: n_docs // 2], lens[n_docs // 2 :]], sources=list(sources))
+    run_pack(tmp_path, {"seq_len": seq_len, "sequences_per_part": 25})
+    return tmp_path
+
+
+def run_shard(run_dir, cfg, workers=1, recipe_seed=5):
+    inputs = sorted((run_dir / "pack").glob("part-*"))
+    ctx = make_ctx(run_dir, "shard", inputs, "pack", workers, recipe_seed=recipe_seed)
+    try:
+        res = shard_run(build_config(ShardConfig, cfg, "shard"), ctx)
+    finally:
+        ctx.executor.close()
+    out = run_dir / f"shard-{workers}-{recipe_seed}-{len(list(run_dir.glob('shard-*')))}"
+    ctx.out_dir.rename(out)
+    return res, out
+
+
+def read_split(folder):
+    meta = json.loads((folder / "metadata.json").read_text())
+    ids = [np.load(folder / s["file"])["input_ids"] for s in meta["shards"]]
+    seg = [np.load(folder / s["file"])["segment_ids"] for s in meta["shards"]]
+    cat = lambda a: np.concatenate(a) if a else np.zeros((0, meta["seq_len"]))  # noqa: E731
+    return meta, cat(ids), cat(seg)
+
+
+def pack_rows(run_dir):
+    ids = np.concatenate([np.load(p) for p in sorted((run_dir / "pack").glob("*.input_ids.npy"))])
+    return ids
+
+
+def test_target_counts_worked_examples():
+    """Weights 3:1 for 8 samples -> 6 and 2; capped at availability; unlisted excluded."""
+    assert target_counts({"a": 10, "b": 10}, 8, {"a": 3, "b": 1}) == {"a": 6, "b": 2}
+    assert target_counts({"a": 4, "b": 10}, 8, {"a": 3, "b": 1}) == {"a": 4, "b": 4}
+    assert target_counts({"a": 10, "b": 10, "c": 5}, 6, {"a": 1}) == {"a": 6, "b": 0, "c": 0}
+    assert target_counts({"a": 30, "b": 10}, 20, None) == {"a": 15, "b": 5}
+
+
+def test_select_and_split_are_seeded_and_disjoint():
+    sources = np.array(["a"] * 50 + ["b"] * 50, dtype=object)
+    one = select(sources, {"a": 10, "b": 5}, np.random.default_rng(1))
+    assert one.tolist() == select(sources, {"a": 10, "b": 5}, np.random.default_rng(1)).tolist()
+    assert (sources[one] == "a").sum() == 10 and len(set(one.tolist())) == 15
+    train, ev = split_eval(one, 0.2, np.random.default_rng(2))
+    assert len(ev) == 3 and not set(train.tolist()) & set(ev.tolist())
+    assert (np.diff(ev) > 0).all()
+
+
+def test_shards_equal_the_permuted_input(tmp_path):
+    run_dir = packed_run(tmp_path)
+    res, out = run_shard(run_dir, {"shard_size": 7, "eval_fraction": 0.1})
+    rows = pack_rows(run_dir)
+    meta, ids, seg = read_split(out / "train")
+    emeta, eids, _ = read_split(out / "eval")
+    n = len(rows)
+    assert meta["num_samples"] + emeta["num_samples"] == n == res.stats["sequences_in"]
+    # reproduce the selection and permutation from the recorded seeds
+    rng = np.random.default_rng(meta["subsample_seed"])
+    train, ev = split_eval(select(np.array(["web"] * n, dtype=object), {"web": n}, rng), 0.1, rng)
+    order = train[np.random.default_rng(meta["seed"]).permutation(len(train))]
+    assert np.array_equal(ids, rows[order])
+    assert np.array_equal(eids, rows[ev])  # eval keeps pack order
+    assert meta["pre_shuffled"] is True and emeta["pre_shuffled"] is False
+    assert meta["seed"] == 6 and meta["subsample_seed"] == 5
+    assert meta["shard_sizes"][:-1] == [7] * (meta["num_shards"] - 1)
+    assert sum(meta["shard_sizes"]) == meta["num_samples"]
+    assert seg.dtype == np.uint16 and seg.shape == ids.shape
+    for s in meta["shards"]:
+        assert s["sha256"] == sha256_file(out / "train" / s["file"])
+    assert meta["eos_id"] == 1 and meta["tokenizer_sha256"] == "f" * 64
+    assert abs(res.stats["shuffle_spearman"]) < 0.5
+
+
+def test_shard_members_are_memory_mappable(tmp_path):
+    run_dir = packed_run(tmp_path)
+    _, out = run_shard(run_dir, {"shard_size": 10})
+    path = out / "train" / "shard_000000.npz"
+    mm = npz_member(path, "input_ids")
+    assert isinstance(mm, np.memmap)
+    assert np.array_equal(np.asarray(mm), np.load(path)["input_ids"])
+
+
+def test_subsample_fraction_count_and_weights(tmp_path):
+    run_dir = packed_run(tmp_path, sources=("a", "b"), n_docs=200)
+    n = len(pack_rows(run_dir))
+    res, out = run_shard(run_dir, {"fraction": 0.5, "eval_fraction": 0.0})
+    assert res.stats["sequences_train"] == round(n * 0.5)
+    assert res.stats["sequences_eval"] == 0
+    res, out = run_shard(
+        run_dir, {"num_samples": 20, "source_weights": {"a": 3, "b": 1}, "eval_fraction": 0.0}
+    )
+    assert res.stats["sequences_per_source"] == {"a": 15, "b": 5}
+    meta, _, _ = read_split(out / "train")
+    assert meta["samples_per_source"] == {"a": 15, "b": 5}
+
+
+def test_same_bytes_for_two_workers_and_seed_changes_order(tmp_path):
+    run_dir = packed_run(tmp_path)
+    hashes = []
+    for workers, seed in ((1, 5), (2, 5), (1, 9)):
+        _, out = run_shard(run_dir, {"shard_size": 9}, workers, recipe_seed=seed)
+        hashes.append({p.name: sha256_file(p) for p in sorted((out / "train").iterdir())})
+    assert hashes[0] == hashes[1]
+    assert hashes[0] != hashes[2]
+
+
+def test_recipe_errors():
+    with pytest.raises(RecipeError, match="set fraction or num_samples, not both"):
+        build_config(ShardConfig, {"fraction": 0.5, "num_samples": 3}, "shard")
+    with pytest.raises(RecipeError, match="shard.fraction: must be in \\(0.0, 1.0\\]"):
+        build_config(ShardConfig, {"fraction": 1.5}, "shard")
+    with pytest.raises(RecipeError, match="weights must be >= 0"):
+        build_config(ShardConfig, {"source_weights": {"a": -1}}, "shard")
+
+
+def test_shard_needs_pack_upstream(tmp_path):
+    ctx = make_ctx(tmp_path, "shard", [], "tokenize")
+    with pytest.raises(RecipeError, match="needs the pack stage"):
+        shard_run(ShardConfig(), ctx)
