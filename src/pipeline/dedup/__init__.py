@@ -1,0 +1,4 @@
+"""Deduplication algorithms used by the `dedup` stage: Bloom filter, MinHash, LSH, union-find.
+
+Pure functions and small classes over numpy arrays; no I/O. The stage lives in stages/dedup.py.
+"""

@@ -1,0 +1,93 @@
+"""The global (reduce) step of dedup: exact duplicates, LSH candidates, verification, clusters.
+
+Everything here works on compact per-document arrays gathered from all parts in input order
+(global index = position in that order); text never reaches this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.dedup.lsh import band_keys
+from pipeline.dedup.minhash import estimate_jaccard
+
+KEEP, EXACT_DUP, NEAR_DUP = 0, 1, 2  # decision codes, uint8
+_VERIFY_CHUNK = 1 << 13  # pairs per verification block: 8k x num_perm x 2 x 4 bytes (8 MiB)
+
+
+def exact_first(keys: np.ndarray) -> np.ndarray:
+    """For uint64 [N, 2] hash keys: int64 [N], the index of each key's first occurrence."""
+    order = np.lexsort((keys[:, 1], keys[:, 0]))  # stable: equal keys stay in input order
+    sk = keys[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (sk[1:] != sk[:-1]).any(axis=1)
+    first = order[np.flatnonzero(new)][np.cumsum(new) - 1]
+    out = np.empty(len(order), np.int64)
+    out[order] = first
+    return out
+
+
+def band_key_groups(
+    sig: np.ndarray, cand: np.ndarray | None, bands: int, rows: int, mult: np.ndarray, group: int
+):
+    """Yield lists of `group` bands' keys (uint64 [n] each): the items of one executor.map."""
+    for g in range(0, bands, group):
+        yield [
+            band_keys(sig, cand, range(b * rows, (b + 1) * rows), mult)
+            for b in range(g, min(g + group, bands))
+        ]
+
+
+def unique_pairs(edge_lists: list[np.ndarray], num_nodes: int) -> np.ndarray:
+    """Union of edge arrays as sorted unique (lo, hi) pairs, int64 [E, 2]."""
+    if not edge_lists:
+        return np.zeros((0, 2), np.int64)
+    e = np.concatenate(edge_lists)
+    lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
+    code = np.unique(lo * np.int64(num_nodes) + hi)
+    return np.stack([code // num_nodes, code % num_nodes], axis=1)
+
+
+def verify(sig: np.ndarray, pairs: np.ndarray, threshold: float) -> np.ndarray:
+    """bool [E]: estimated Jaccard of each (global index) pair >= threshold."""
+    ok = np.zeros(len(pairs), bool)
+    for i in range(0, len(pairs), _VERIFY_CHUNK):
+        p = pairs[i : i + _VERIFY_CHUNK]
+        ok[i : i + len(p)] = estimate_jaccard(sig[p[:, 0]], sig[p[:, 1]]) >= threshold - 1e-12
+    return ok
+
+
+def choose_keepers(labels: np.ndarray, exact: np.ndarray, score: np.ndarray | None) -> np.ndarray:
+    """Decision uint8 [N] (KEEP / EXACT_DUP / NEAR_DUP) from component labels.
+
+    In each component of size >= 2, the member with the highest `score` (None = first seen)
+    among those that are not exact duplicates is kept; ties go to the lowest index.
+    `labels` int64 [N] (smallest index of the component), `exact` bool [N].
+    """
+    n = len(labels)
+    decision = np.where(exact, EXACT_DUP, KEEP).astype(np.uint8)
+    sizes = np.bincount(labels, minlength=n)
+    in_cluster = np.flatnonzero((sizes[labels] > 1) & ~exact)
+    if in_cluster.size == 0:
+        return decision
+    lab = labels[in_cluster]
+    key = np.zeros(in_cluster.size) if score is None else -score[in_cluster].astype(np.float64)
+    order = np.lexsort((in_cluster, key, lab))  # by label, then best score, then first seen
+    first = np.ones(order.size, bool)
+    first[1:] = lab[order][1:] != lab[order][:-1]
+    losers = in_cluster[order[~first]]
+    decision[losers] = NEAR_DUP
+    return decision
+
+
+def size_histogram(labels: np.ndarray) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Clusters of size >= 2: ({"2": c, "3": c, "4": c, "5-8": c, ...}, ids, sizes)."""
+    sizes = np.bincount(labels, minlength=len(labels))
+    ids = np.flatnonzero(sizes > 1)
+    sz = sizes[ids]
+    hist: dict[str, int] = {}
+    for lo, hi in ((2, 2), (3, 3), (4, 4), (5, 8), (9, 16), (17, 64), (65, 1 << 62)):
+        c = int(((sz >= lo) & (sz <= hi)).sum())
+        if c:
+            hist[str(lo) if lo == hi else (f"{lo}-{hi}" if hi < 1 << 62 else f"{lo}+")] = c
+    return hist, ids, sz

@@ -1,0 +1,204 @@
+"""dedup stage: worked clusters, toy corpus end to end, determinism across workers, errors."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import make_recipe, run_stages
+from pipeline.errors import DataError, RecipeError
+from pipeline.executor import Executor
+from pipeline.io import docs_table, read_table, write_table
+from pipeline.stage import StageContext
+from pipeline.stages.dedup import DedupConfig, run
+
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
+    "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu"
+).split()
+
+
+def _doc(seed: int, n: int = 60) -> str:
+    rng = np.random.default_rng(seed)
+    return " ".join(WORDS[i] for i in rng.integers(len(WORDS), size=n))
+
+
+def _run_parts(tmp_path: Path, parts: list[pa.Table], workers: int = 1, **cfg):
+    paths = []
+    for i, t in enumerate(parts):
+        paths.append(tmp_path / "in" / f"part-{i:05d}.parquet")
+        write_table(paths[-1], t)
+    out = tmp_path / "out"
+    out.mkdir()
+    with Executor(workers) as ex:
+        ctx = StageContext(
+            name="dedup",
+            run_dir=tmp_path,
+            out_dir=out,
+            seed=11,
+            recipe_seed=1,
+            input_parts=paths,
+            upstream="download",
+            executor=ex,
+            recipe=None,
+            progress=False,
+        )
+        res = run(DedupConfig(**cfg), ctx)
+    return res, out
+
+
+def _read(out: Path, pattern: str) -> list[dict]:
+    rows = []
+    for p in sorted(out.glob(pattern)):
+        rows += read_table(p).to_pylist()
+    return rows
+
+
+def test_worked_example_clusters(tmp_path):
+    """a; b = a verbatim; c = a with one of 60 words replaced (trigrams: 55 shared of 61 -> J 0.90);
+    d unrelated; e = d with different whitespace (exact after normalisation); f unrelated.
+    Expected: b exact_dup and c near_dup of cluster 0 (a's index); e exact_dup of cluster 3."""
+    a, d, f = _doc(1), _doc(2), _doc(3)
+    words = a.split()
+    words[30] = "zzzz"
+    c = " ".join(words)
+    e = "  " + d.replace(" ", "\n", 5) + "\n"
+    texts = [a, a, c, d, e, f]
+    table = docs_table([f"d{i}" for i in range(6)], texts, ["t"] * 6)
+    res, out = _run_parts(tmp_path, [table.slice(0, 3), table.slice(3)], ngram=3)
+    kept = _read(out, "part-*.parquet")
+    rej = _read(out, "rejected/part-*.parquet")
+    assert [r["id"] for r in kept] == ["d0", "d3", "d5"]
+    assert [r["cluster"] for r in kept] == [0, 3, -1]
+    assert [(r["id"], r["reasons"], r["cluster"]) for r in rej] == [
+        ("d1", ["exact_dup"], 0),
+        ("d2", ["near_dup"], 0),
+        ("d4", ["exact_dup"], 3),
+    ]
+    s = res.stats
+    assert (s["docs_in"], s["docs_out"], s["dropped_exact_dup"], s["dropped_near_dup"]) == (
+        6,
+        3,
+        2,
+        1,
+    )
+    assert s["clusters"] == 2 and s["cluster_size_histogram"] == {"2": 1, "3": 1}
+    assert s["largest_cluster_size"] == 3 and s["largest_cluster_id"] == 0
+    assert s["verified_pairs"] == 1 and s["candidate_pairs"] >= 1
+    ex = s["example_clusters"][0]
+    assert ex["cluster"] == 0 and [x["id"] for x in ex["docs"]] == ["d0", "d1", "d2"]
+    assert ex["docs"][0]["reason"] == "kept" and len(ex["docs"][0]["text"]) == 100
+    assert s["state_bytes_per_doc_peak"] <= s["state_bytes_per_doc_budget"]
+
+
+def test_keep_longest_and_quality(tmp_path):
+    """Cluster {0: a, 1: a + 'extra words'}: 'longest' keeps 1; 'quality' keeps the higher score."""
+    a = _doc(4, 80)
+    texts = [a, a + " kilo lima", _doc(5)]
+    q = pa.array([0.9, 0.2, 0.5], pa.float32())
+    table = docs_table(["x", "y", "z"], texts, ["t"] * 3, quality=q)
+    res, out = _run_parts(tmp_path / "l", [table], ngram=3, keep="longest")
+    assert [r["id"] for r in _read(out, "part-*.parquet")] == ["y", "z"]
+    res, out = _run_parts(tmp_path / "q", [table], ngram=3, keep="quality")
+    kept = _read(out, "part-*.parquet")
+    assert [r["id"] for r in kept] == ["x", "z"] and kept[0]["quality"] == pytest.approx(0.9)
+
+
+def test_keep_quality_without_column_fails(tmp_path):
+    table = docs_table(["x"], ["some text here"], ["t"])
+    with pytest.raises(DataError, match="column 'quality' is missing"):
+        _run_parts(tmp_path, [table], keep="quality")
+
+
+def test_short_and_empty_documents(tmp_path):
+    """Fewer words than ngram -> one shingle of all words; no words -> no shingles, never near."""
+    texts = ["hello world", "Hello, world!", "hello there", "!!!", "...", ""]
+    table = docs_table([str(i) for i in range(6)], texts, ["t"] * 6)
+    res, out = _run_parts(tmp_path, [table], ngram=5)
+    kept = [r["id"] for r in _read(out, "part-*.parquet")]
+    # "Hello, world!" simplifies to "hello world": the same single shingle -> near_dup of 0
+    rej = {r["id"]: r["reasons"][0] for r in _read(out, "rejected/part-*.parquet")}
+    assert rej == {"1": "near_dup"}
+    assert kept == ["0", "2", "3", "4", "5"]
+    assert res.stats["docs_without_shingles"] == 3
+
+
+def test_toy_corpus_end_to_end(toy_run):
+    """Labelled toy junk: exact_dup copies go as exact_dup, near_dup copies (~2.5% words
+    replaced: trigram Jaccard ~0.87) as near_dup, and no good document is dropped."""
+    run_stages(
+        toy_run,
+        {
+            "download": {"source": "toy", "max_docs": 400, "docs_per_part": 100},
+            "dedup": {"ngram": 3},
+        },
+    )
+    out = toy_run / "dedup"
+    kept = _read(out, "part-*.parquet")
+    rej = _read(out, "rejected/part-*.parquet")
+    by = Counter((r["label"], r["reasons"][0]) for r in rej)
+    labels = Counter(r["label"] for r in kept)
+    assert by[("junk:exact_dup", "exact_dup")] >= 1 and by[("junk:near_dup", "near_dup")] >= 1
+    assert set(by) <= {("junk:exact_dup", "exact_dup"), ("junk:near_dup", "near_dup")}
+    assert labels["junk:exact_dup"] == 0 and labels["junk:near_dup"] == 0
+    assert all(r["cluster"] >= 0 for r in rej)
+    report = json.loads((toy_run / "pipeline_report.json").read_text())
+    stats = report["stages"][-1]["stats"]
+    assert stats["docs_in"] == 400 == len(kept) + len(rej)
+    assert set(kept[0]) == {"id", "text", "source", "label", "cluster"}
+
+
+def test_same_bytes_for_one_and_two_workers(tmp_path):
+    stages = {
+        "download": {"source": "toy", "max_docs": 300, "docs_per_part": 60},
+        "dedup": {"ngram": 3},
+    }
+    hashes = []
+    for w in (1, 2):
+        run_stages(tmp_path / f"w{w}", stages, workers=w)
+        manifest = json.loads((tmp_path / f"w{w}" / "manifest.json").read_text())
+        hashes.append({o["path"]: o["sha256"] for o in manifest["stages"]["dedup"]["outputs"]})
+    assert hashes[0] == hashes[1] and any("rejected/" in p for p in hashes[0])
+
+
+def test_rerun_on_own_output_drops_nothing(tmp_path):
+    a = _doc(6)
+    table = docs_table(["p", "q", "r"], [a, a, _doc(7)], ["t"] * 3)
+    _, out = _run_parts(tmp_path / "1", [table])
+    again, out2 = _run_parts(tmp_path / "2", [read_table(out / "part-00000.parquet")])
+    assert again.stats["docs_out"] == again.stats["docs_in"] == 2
+    assert pq.read_schema(out2 / "part-00000.parquet").names.count("cluster") == 1
+
+
+def test_bloom_mode_removes_exact_dups(tmp_path):
+    a, b = _doc(8), _doc(9)
+    table = docs_table(["1", "2", "3", "4"], [a, b, a, b + " "], ["t"] * 4)
+    res, out = _run_parts(tmp_path, [table], exact="bloom", near=False, bloom_fp_rate=1e-4)
+    rej = _read(out, "rejected/part-*.parquet")
+    assert [(r["id"], r["reasons"], r["cluster"]) for r in rej] == [
+        ("3", ["exact_dup"], -1),
+        ("4", ["exact_dup"], -1),
+    ]
+    s = res.stats
+    assert s["bloom_hashes"] == 13 and s["bloom_fp_estimate"] < 1e-4 * 1.5
+
+
+@pytest.mark.parametrize(
+    ("block", "match"),
+    [
+        ({"bands": 4}, r"dedup\.bands: set bands and rows together"),
+        ({"bands": 20, "rows": 10}, r"bands\*rows must be <= num_perm 128"),
+        ({"threshold": 1.5}, r"dedup\.threshold: must be in \(0\.0, 1\.0\], got 1\.5"),
+        ({"exact": "off", "near": False}, r"nothing to do"),
+        ({"keep": "best"}, r"dedup\.keep: got 'best'"),
+    ],
+)
+def test_recipe_errors(tmp_path, block, match):
+    with pytest.raises(RecipeError, match=match):
+        make_recipe(tmp_path, {"download": {"source": "toy"}, "dedup": block})
