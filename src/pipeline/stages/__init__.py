@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.stage import Stage
 from pipeline.stages import download
+from pipeline.stages import dedup
 from pipeline.stages import quality
 from pipeline.stages import tokenize
 from pipeline.stages import pack
@@ -13,6 +14,7 @@ ORDER = ("download", "clean", "dedup", "quality", "tokenize", "pack", "shard")
 
 _REGISTERED: list[Stage] = [
     download.STAGE,
+    dedup.STAGE,
     quality.STAGE,
     tokenize.STAGE,
     pack.STAGE,
