@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.stage import Stage
 from pipeline.stages import download
+from pipeline.stages import clean
 from pipeline.stages import dedup
 from pipeline.stages import quality
 from pipeline.stages import tokenize
@@ -14,6 +15,7 @@ ORDER = ("download", "clean", "dedup", "quality", "tokenize", "pack", "shard")
 
 _REGISTERED: list[Stage] = [
     download.STAGE,
+    clean.STAGE,
     dedup.STAGE,
     quality.STAGE,
     tokenize.STAGE,

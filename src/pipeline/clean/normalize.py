@@ -1,0 +1,127 @@
+"""Text normalisation: control characters, HTML, Unicode NFKC, C4 boilerplate lines, whitespace.
+
+Each step is switchable; `normalize_text` returns the new text and what each step changed.
+Single newlines (line structure) and blank lines (paragraph breaks) survive: later rules use them.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# C0/C1 controls except \t and \n, BOM, non-characters and lone surrogates: never meaningful text
+_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff\ufffe\uffff\ud800-\udfff]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")  # lone surrogates cannot be written as UTF-8
+_CR_RE = re.compile(r"\r\n?")
+_DROP_BLOCK_RE = re.compile(
+    r"<(script|style|noscript|template)\b[^>]*>.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL
+)
+# only known tag names: "a < b and c > d" or "<T>" in code is not HTML and must survive
+_BLOCK_TAGS = (
+    "address|article|aside|blockquote|body|br|dd|div|dl|dt|fieldset|figcaption|figure|"
+    "footer|form|h[1-6]|head|header|hr|html|li|main|nav|ol|p|pre|section|table|tbody|"
+    "td|tfoot|th|thead|title|tr|ul"
+)
+_INLINE_TAGS = (
+    "a|abbr|b|bdi|bdo|big|button|caption|cite|code|col|colgroup|data|del|dfn|em|font|"
+    "i|iframe|img|input|ins|kbd|label|legend|link|mark|meta|option|picture|q|s|samp|"
+    "select|small|source|span|strong|sub|sup|svg|textarea|time|tt|u|var|video|wbr|"
+    "script|style|noscript|template|!doctype"
+)
+_BLOCK_TAG_RE = re.compile(rf"</?(?:{_BLOCK_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_INLINE_TAG_RE = re.compile(rf"</?(?:{_INLINE_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_HSPACE_RE = re.compile(r"[^\S\n]+")  # any whitespace but newline (NFKC already mapped NBSP etc.)
+_LINE_EDGE_RE = re.compile(r" ?\n ?")
+_MANY_NL_RE = re.compile(r"\n{3,}")
+# C4 (TFDS c4_utils): lines with "javascript" or a policy phrase are boilerplate and are removed
+# (matched on lower-cased text: an IGNORECASE alternation is ~10x slower)
+BOILERPLATE_RE = re.compile(
+    r"javascript|terms of use|privacy policy|cookie policy|uses cookies|"
+    r"use of cookies|use cookies"
+)
+_BOILERPLATE_HINTS = ("javascript", "terms of use", "privacy policy", "cookie")
+
+
+@dataclass(frozen=True)
+class NormalizeOptions:
+    remove_control: bool = True
+    strip_html: bool = True
+    nfkc: bool = True
+    remove_boilerplate_lines: bool = True
+    fold_whitespace: bool = True
+
+
+NORMALIZE_COUNTERS = (
+    "docs_control_removed",
+    "docs_html_stripped",
+    "docs_nfkc_changed",
+    "boilerplate_lines_removed",
+)
+
+
+def strip_html(text: str) -> str:
+    """Drop script/style blocks and comments, turn block tags into newlines, drop inline tags,
+    unescape entities. Text without '<' or '&' is returned unchanged."""
+    if "<" in text:
+        text = _DROP_BLOCK_RE.sub("", text)
+        text = _BLOCK_TAG_RE.sub("\n", text)
+        text = _INLINE_TAG_RE.sub("", text)
+    if "&" in text:
+        text = _ENTITY_RE.sub(lambda m: html.unescape(m.group(0)), text)
+    return text
+
+
+def may_have_boilerplate(low: str) -> bool:
+    """Cheap substring pre-check on lower-cased text before the per-line regex."""
+    return any(h in low for h in _BOILERPLATE_HINTS)
+
+
+def remove_boilerplate_lines(text: str) -> tuple[str, int]:
+    """C4's line rule: drop every line mentioning javascript or a cookie/terms/privacy phrase."""
+    if not may_have_boilerplate(text.lower()):
+        return text, 0
+    lines = text.split("\n")
+    kept = [ln for ln in lines if not BOILERPLATE_RE.search(ln.lower())]
+    return "\n".join(kept), len(lines) - len(kept)
+
+
+def fold_whitespace(text: str) -> str:
+    """Runs of spaces/tabs -> one space; no space at line edges; at most one blank line."""
+    text = _HSPACE_RE.sub(" ", text)
+    text = _LINE_EDGE_RE.sub("\n", text)
+    text = _MANY_NL_RE.sub("\n\n", text)
+    return text.strip()
+
+
+def normalize_text(text: str, opts: NormalizeOptions) -> tuple[str, list[int]]:
+    """Apply the enabled steps in a fixed order; returns (text, counters in NORMALIZE_COUNTERS)."""
+    counts = [0, 0, 0, 0]
+    if not text.isascii():
+        new = _SURROGATE_RE.sub("", text)  # always: the output part could not be written
+        counts[0] = int(len(new) != len(text))
+        text = new
+    if "\r" in text:
+        text = _CR_RE.sub("\n", text)
+    if opts.remove_control:
+        new = _CONTROL_RE.sub("", text)
+        counts[0] |= int(len(new) != len(text))
+        text = new
+    if opts.strip_html and ("<" in text or "&" in text):
+        new = strip_html(text)
+        counts[1] = int(new != text)
+        text = new
+    if opts.nfkc and not text.isascii():
+        try:
+            new = unicodedata.normalize("NFKC", text)
+        except UnicodeError:  # unreachable once controls are removed; kept for remove_control=False
+            new = text
+        counts[2] = int(new != text)
+        text = new
+    if opts.remove_boilerplate_lines:
+        text, counts[3] = remove_boilerplate_lines(text)
+    if opts.fold_whitespace:
+        text = fold_whitespace(text)
+    return text, counts

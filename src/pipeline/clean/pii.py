@@ -1,0 +1,150 @@
+"""PII redaction: URLs, emails, secrets, IPv6, IPv4 and phone numbers become placeholders.
+
+Placeholders are `<|url|>`, `<|email|>`, `<|key|>`, `<|ip|>`, `<|phone|>` (the tokenizer makes
+them single tokens). Kinds run in that order so a URL holding an email or a key is one URL.
+Candidates are matched by regex, then validated (address parsers, digit counts, context) so
+ordinary numbers, dates, times, version strings and prose are left alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+PII_KINDS = ("url", "email", "key", "ip", "phone")
+PLACEHOLDER = {k: f"<|{k}|>" for k in PII_KINDS}
+
+_URL_RE = re.compile(
+    r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]", re.IGNORECASE
+)
+_EMAIL_RE = re.compile(
+    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}\b"
+)
+_KEY_SHAPES = [
+    r"(?:sk|pk|rk)_(?:live|test)_[0-9A-Za-z]{16,}",  # Stripe
+    r"sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}",  # OpenAI / Anthropic style
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key id
+    r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}",  # GitHub tokens
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
+    r"AIza[0-9A-Za-z_-]{35}",  # Google API key
+    r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWT
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
+]
+_KEY_RE = re.compile(r"(?<![\w-])(?:" + "|".join(_KEY_SHAPES) + r")", re.DOTALL)
+# long hex (>= 32) or base64 (>= 32) runs; validated: must mix letters and digits
+_LONG_KEY_RE = re.compile(
+    r"(?<![\w+/=-])(?:[0-9a-fA-F]{32,}|[A-Za-z0-9+/_-]{32,}={0,2})"
+    r"(?![\w+/=-])"
+)
+_IPV6_RE = re.compile(
+    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|"
+    r"(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"
+)
+_IPV4_RE = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?(?![\w]|\.\d)")
+_VERSION_CONTEXT_RE = re.compile(
+    r"(?:\bv|version|release|ver\.|build|python|rev)\s*$", re.IGNORECASE
+)
+_PHONE_RE = re.compile(
+    r"(?<![\w+.-])(?:"
+    r"(?:\d{1,3}[ .-]?)?\(\d{1,4}\)[ .-]?\d{2,4}(?:[ .-]\d{2,4}){0,3}"  # 8 (495) 123-45-67
+    r"|\+\d{1,3}[ .-]?\(?\d{1,4}\)?(?:[ .-]?\d{2,4}){1,4}"  # +1 (555) 201-1234, +44 20 7946 0958
+    r"|\d{1,4}(?:[ .-]\d{1,4}){1,5}"  # 555-201-1234, 030 1234 5678
+    r")(?![\w]|[.-]\d)"
+)
+_DATE_RE = re.compile(r"(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})")
+
+
+def _is_long_key(s: str) -> bool:
+    has_digit = any(c.isdigit() for c in s)
+    has_alpha = any(c.isalpha() for c in s)
+    if not (has_digit and has_alpha):
+        return False  # a long word or a long number is not a key
+    if all(c in "0123456789abcdefABCDEF" for c in s):
+        return True
+    # base64: needs mixed case and >= 4 digits, which prose, paths and identifiers rarely have
+    return (
+        any(c.isupper() for c in s)
+        and any(c.islower() for c in s)
+        and sum(c.isdigit() for c in s) >= 4
+    )
+
+
+def _is_ipv6(s: str) -> bool:
+    groups = [g for g in s.split(":") if g]
+    if len(groups) < 2 or sum(len(g) for g in groups) < 4:
+        return False  # "a::b", "12:30": C++ scopes and clock times
+    try:
+        ipaddress.IPv6Address(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_ipv4(m: re.Match[str]) -> bool:
+    s = m.group(0).split("/")[0]
+    if any(len(p) > 1 and p[0] == "0" for p in s.split(".")):
+        return False  # "01.02.2024.1" is not an address
+    try:
+        ipaddress.IPv4Address(s)
+    except ValueError:
+        return False
+    before = m.string[max(0, m.start() - 12) : m.start()]
+    return not _VERSION_CONTEXT_RE.search(before)
+
+
+def _is_phone(s: str) -> bool:
+    digits = sum(c.isdigit() for c in s)
+    if digits < 7 or digits > 15:
+        return False
+    if s.startswith("+") or "(" in s:
+        return digits >= 8
+    if _DATE_RE.fullmatch(s):
+        return False
+    groups = re.split(r"[ .-]", s)
+    if len(set(c for c in s if not c.isdigit())) > 1:
+        return False  # mixed separators without + or (): "1.2 3-4" is not a number we dial
+    # thousands (1 000 000, 1.000.000) and decimals are numbers, not phones
+    if all(len(g) == 3 for g in groups[1:]) and len(groups[0]) <= 3:
+        return False
+    return digits >= 9 or (
+        len(groups) >= 2 and digits >= 7 and len(groups[-1]) == 4 and len(groups[0]) == 3
+    )
+
+
+def _sub(pattern: re.Pattern[str], text: str, kind: str, check) -> tuple[str, int]:
+    count = 0
+    placeholder = PLACEHOLDER[kind]
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        if check is not None and not check(m):
+            return m.group(0)
+        count += 1
+        return placeholder
+
+    return pattern.sub(repl, text), count
+
+
+def redact(text: str, kinds: tuple[str, ...] = PII_KINDS) -> tuple[str, dict[str, int]]:
+    """Replace PII of the given kinds by placeholders; returns (text, replacements per kind)."""
+    counts = dict.fromkeys(kinds, 0)
+    if "url" in kinds and ("://" in text or "www." in text.lower()):
+        text, counts["url"] = _sub(_URL_RE, text, "url", None)
+    if "email" in kinds and "@" in text:
+        text, counts["email"] = _sub(_EMAIL_RE, text, "email", None)
+    if "key" in kinds:
+        text, n1 = _sub(_KEY_RE, text, "key", None)
+        text, n2 = _sub(_LONG_KEY_RE, text, "key", lambda m: _is_long_key(m.group(0)))
+        counts["key"] = n1 + n2
+    if "ip" in kinds:
+        n6 = n4 = 0
+        if "::" in text or text.count(":") >= 5:
+            text, n6 = _sub(_IPV6_RE, text, "ip", lambda m: _is_ipv6(m.group(0)))
+        if "." in text:
+            text, n4 = _sub(_IPV4_RE, text, "ip", _is_ipv4)
+        counts["ip"] = n6 + n4
+    if "phone" in kinds:
+        text, counts["phone"] = _sub(_PHONE_RE, text, "phone", lambda m: _is_phone(m.group(0)))
+    return text, counts

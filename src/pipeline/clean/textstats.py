@@ -1,0 +1,420 @@
+"""Per-document filter statistics, all from one pass over the text's code points.
+
+Every character gets a class (whitespace, digit, punctuation, symbol, mark, or a letter of a
+script) from one lookup table; words, their lengths and 64-bit content hashes then come from
+numpy array ops, and lines/paragraphs from a few C-level splits. `doc_stats` returns one float
+per name in STAT_NAMES; NaN means "does not apply" (e.g. stop words in Chinese) and never fails a
+rule. Words are whitespace tokens, except that each Han/kana/Thai-like character is one word.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import numpy as np
+
+from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
+from pipeline.clean.pii import _URL_RE
+
+# character classes; letters are split by script so the dominant script can be measured
+OTHER, SPACE, DIGIT, PUNCT, SYMBOL, MARK = range(6)
+LATIN, CYRILLIC, GREEK, ARABIC, HEBREW, CJ, HANGUL, INDIC, SEA, OTHER_LETTER = range(6, 16)
+NUM_CLASSES = 16
+SCRIPTS = (
+    "latin",
+    "cyrillic",
+    "greek",
+    "arabic",
+    "hebrew",
+    "cjk",
+    "hangul",
+    "indic",
+    "southeast_asian",
+    "other",
+)
+UNSPACED = (CJ, SEA)  # scripts written without spaces between words
+
+_SCRIPT_RANGES = [
+    (LATIN, 0x0041, 0x02AF),
+    (LATIN, 0x1E00, 0x1EFF),
+    (LATIN, 0x2C60, 0x2C7F),
+    (LATIN, 0xA720, 0xA7FF),
+    (LATIN, 0xFF21, 0xFF5A),
+    (GREEK, 0x0370, 0x03FF),
+    (GREEK, 0x1F00, 0x1FFF),
+    (CYRILLIC, 0x0400, 0x052F),
+    (CYRILLIC, 0x1C80, 0x1C8F),
+    (CYRILLIC, 0x2DE0, 0x2DFF),
+    (CYRILLIC, 0xA640, 0xA69F),
+    (HEBREW, 0x0590, 0x05FF),
+    (HEBREW, 0xFB1D, 0xFB4F),
+    (ARABIC, 0x0600, 0x06FF),
+    (ARABIC, 0x0750, 0x077F),
+    (ARABIC, 0x08A0, 0x08FF),
+    (ARABIC, 0xFB50, 0xFDFF),
+    (ARABIC, 0xFE70, 0xFEFF),
+    (INDIC, 0x0900, 0x0DFF),
+    (SEA, 0x0E00, 0x0EFF),
+    (SEA, 0x1000, 0x109F),
+    (SEA, 0x1780, 0x17FF),
+    (HANGUL, 0x1100, 0x11FF),
+    (HANGUL, 0x3130, 0x318F),
+    (HANGUL, 0xAC00, 0xD7AF),
+    (CJ, 0x2E80, 0x2FDF),
+    (CJ, 0x3005, 0x3007),
+    (CJ, 0x3040, 0x30FF),
+    (CJ, 0x3100, 0x312F),
+    (CJ, 0x31F0, 0x31FF),
+    (CJ, 0x3400, 0x4DBF),
+    (CJ, 0x4E00, 0x9FFF),
+    (CJ, 0xF900, 0xFAFF),
+    (CJ, 0xFF66, 0xFF9F),
+]
+
+
+def _build_table() -> np.ndarray:
+    """uint8 [65536]: the class of every BMP code point (~40 ms, once per process)."""
+    table = np.zeros(0x10000, np.uint8)
+    script = np.full(0x10000, OTHER_LETTER, np.uint8)
+    for cls, lo, hi in _SCRIPT_RANGES:
+        script[lo : hi + 1] = cls
+    first = {"N": DIGIT, "P": PUNCT, "S": SYMBOL, "M": MARK}
+    for cp in range(0x10000):
+        ch = chr(cp)
+        if ch.isspace():
+            table[cp] = SPACE
+            continue
+        cat = unicodedata.category(ch)
+        table[cp] = script[cp] if cat[0] == "L" else first.get(cat[0], OTHER)
+    return table
+
+
+_TABLE = _build_table()
+_HASH_BASE = np.uint64(0x100000001B3)  # odd, so invertible mod 2^64
+_HASH_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
+_NGRAM_MUL = np.uint64(0x9E3779B97F4A7C15)
+_POW: np.ndarray = np.ones(1, np.uint64)
+_INV: np.ndarray = np.ones(1, np.uint64)
+
+STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
+    LATIN: ("the", "be", "to", "of", "and", "that", "have", "with"),
+    CYRILLIC: ("и", "в", "не", "на", "что", "с", "он", "как"),
+}
+_STRIP = ".,;:!?\"'()[]{}\u00ab\u00bb\u201c\u201d\u2018\u2019-"
+_PARA_SPLIT_RE = re.compile(r"\n(?:[^\S\n]*\n)+")
+_UNSPACED_CHAR_RE = re.compile(
+    r"[\u2e80-\u2fdf\u3005-\u3007\u3040-\u30ff\u3100-\u312f\u31f0-"
+    r"\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u0e00-"
+    r"\u0eff\u1000-\u109f\u1780-\u17ff\U00020000-\U0003ffff]"
+)
+_SENTENCE_END_RE = re.compile(r"[\u3002\uff01\uff1f]+")  # CJK marks need no space after
+C4_END = (".", "?", "!", '"', "\u201d", "\u3002", "\uff01", "\uff1f")  # TFDS c4_utils + CJK marks
+FINEWEB_END = (".", "?", "!", '"', "'", "\u201d", "\u2019", "\u3002", "\uff01", "\uff1f", "\u2026")
+TOP_NGRAMS = (2, 3, 4)
+DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
+
+STAT_NAMES = (
+    "num_chars",
+    "num_words",
+    "mean_word_length",
+    "hash_ratio",
+    "ellipsis_ratio",
+    "bullet_lines_frac",
+    "ellipsis_lines_frac",
+    "alpha_words_frac",
+    "stop_words",
+    "non_alnum_chars_frac",
+    "digit_chars_frac",
+    "url_chars_frac",
+    "max_word_length",
+    "script_share",
+    "dup_lines_frac",
+    "dup_paragraphs_frac",
+    "dup_line_chars_frac",
+    "dup_paragraph_chars_frac",
+    *(f"top_{n}gram_chars_frac" for n in TOP_NGRAMS),
+    *(f"dup_{n}gram_chars_frac" for n in DUP_NGRAMS),
+    "c4_sentences",
+    "c4_lorem_ipsum",
+    "c4_curly_bracket",
+    "line_punct_frac",
+    "short_lines_frac",
+    "fineweb_dup_line_chars_frac",
+    "newlines_per_word",
+)
+STAT_INDEX = {name: i for i, name in enumerate(STAT_NAMES)}
+_NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
+    STAT_INDEX[f"dup_{n}gram_chars_frac"] for n in DUP_NGRAMS
+]
+NUM_STATS = len(STAT_NAMES)
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B^i and B^-i mod 2^64 for i <= n, grown geometrically and cached."""
+    global _POW, _INV
+    if len(_POW) <= n:
+        size = max(n + 1, 2 * len(_POW), 4096)
+        _POW = np.cumprod(
+            np.r_[np.uint64(1), np.full(size - 1, _HASH_BASE, np.uint64)], dtype=np.uint64
+        )
+        _INV = np.cumprod(
+            np.r_[np.uint64(1), np.full(size - 1, _HASH_INV, np.uint64)], dtype=np.uint64
+        )
+    return _POW, _INV
+
+
+def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """(code points uint32 [n], classes uint8 [n]) of a text without lone surrogates."""
+    if text.isascii():
+        cp = np.frombuffer(text.encode("ascii"), np.uint8).astype(np.uint32)
+        return cp, _TABLE[cp]
+    cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    cls = _TABLE[np.minimum(cp, 0xFFFF)]
+    high = cp > 0xFFFF
+    if high.any():  # astral planes: CJK extensions are letters, emoji and the rest symbols
+        hc = cp[high]
+        cls[high] = np.where((hc >= 0x20000) & (hc < 0x40000), CJ, SYMBOL)
+    return cp, cls
+
+
+def _tokens(cp: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Word spans: (starts, ends) int64 [w]. Whitespace separates; unspaced letters stand alone."""
+    nonws = cls != SPACE
+    unsp = (cls == CJ) | (cls == SEA)
+    prev_nonws = np.concatenate(([False], nonws[:-1]))
+    prev_unsp = np.concatenate(([False], unsp[:-1]))
+    start = nonws & (~prev_nonws | unsp | prev_unsp)
+    starts = np.flatnonzero(start)
+    boundary = np.concatenate(((~nonws | start)[1:], [True]))  # a word ends before position p+1
+    ends_at = np.flatnonzero(boundary) + 1
+    ends = ends_at[np.searchsorted(ends_at, starts, side="right")]
+    return starts, ends
+
+
+def _find_duplicates(items: list[str]) -> tuple[int, int]:
+    """Gopher/datatrove: (#items seen before, #chars of those items), first copy not counted."""
+    seen: set[str] = set()
+    dup = dup_chars = 0
+    for item in items:
+        if item in seen:
+            dup += 1
+            dup_chars += len(item)
+        else:
+            seen.add(item)
+    return dup, dup_chars
+
+
+def _ngram_runs(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stable sort of n-gram hashes: (order, run starts into order, run lengths)."""
+    order = np.argsort(g, kind="stable")
+    s = g[order]
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    lengths = np.diff(np.concatenate((starts, [len(g)])))
+    return order, starts, lengths
+
+
+def _top_ngram_chars(g: np.ndarray, runs: tuple, cum_len: np.ndarray, n: int) -> int:
+    """Chars of the most frequent n-gram (words joined by spaces) times its count.
+
+    Ties go to the n-gram seen first, as Counter.most_common in datatrove's port does.
+    """
+    order, starts, lengths = runs
+    best = int(lengths.max())
+    i = int(order[starts[lengths == best]].min())  # stable sort: run start = first occurrence
+    return best * int(cum_len[i + n] - cum_len[i] + n - 1)
+
+
+def _dup_ngram_chars(g: np.ndarray, runs: tuple, cum_len: np.ndarray, n: int) -> int:
+    """Gopher's duplicated n-gram chars, exactly as datatrove's left-to-right scan: a position
+    whose n-gram was seen at an earlier *visited* position counts its n words' chars and skips
+    them (skipped positions are not visited). Only repeat positions are looked at here."""
+    order, starts, lengths = runs
+    if lengths.max() == 1:
+        return 0
+    run_of = np.repeat(np.arange(len(starts)), lengths)  # run index of order[k]
+    rank = np.empty(len(g), np.int64)
+    rank[order] = np.arange(len(g))  # where position i sits in order
+    cand = np.sort(order[np.concatenate(([False], run_of[1:] == run_of[:-1]))])
+    order_l, start_l = order.tolist(), starts.tolist()
+    rank_l, run_l = rank.tolist(), run_of.tolist()
+    cl = cum_len.tolist()
+    skipped = bytearray(len(g))
+    total, skip_until = 0, 0
+    for c in cand.tolist():
+        if c < skip_until:
+            continue  # not visited: neither counted nor added to the seen set
+        r = rank_l[c]
+        for k in range(start_l[run_l[r]], r):  # earlier occurrences, ascending
+            if not skipped[order_l[k]]:
+                total += cl[c + n] - cl[c]
+                skip_until = c + n
+                skipped[c + 1 : c + n] = b"\x01" * (n - 1)
+                break
+    return total
+
+
+def _word_stats(text: str, cp: np.ndarray, cls: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Fill the word-based statistics; returns word lengths int64 [w]."""
+    n = len(cp)
+    starts, ends = _tokens(cp, cls)
+    n_tok = len(starts)
+    lengths = ends - starts
+    is_letter = cls >= LATIN
+    is_punct = (cls == PUNCT) | (cls == SYMBOL)
+    letter_cum = np.concatenate(([0], np.cumsum(is_letter)))
+    punct_cum = np.concatenate(([0], np.cumsum(is_punct)))
+    tok_letters = letter_cum[ends] - letter_cum[starts]
+    tok_punct = punct_cum[ends] - punct_cum[starts]
+    non_symbol = tok_punct < lengths
+    num_words = int(non_symbol.sum())
+    out[STAT_INDEX["num_words"]] = num_words
+    if num_words:
+        out[STAT_INDEX["mean_word_length"]] = (
+            float((lengths - tok_punct)[non_symbol].sum()) / num_words
+        )
+    if n_tok:
+        out[STAT_INDEX["hash_ratio"]] = text.count("#") / n_tok
+        out[STAT_INDEX["ellipsis_ratio"]] = (text.count("...") + text.count("\u2026")) / n_tok
+        out[STAT_INDEX["alpha_words_frac"]] = float((tok_letters > 0).sum()) / n_tok
+        out[STAT_INDEX["max_word_length"]] = int(lengths.max())
+        out[STAT_INDEX["newlines_per_word"]] = text.count("\n") / n_tok
+    # content hash per word: polynomial over code points, (P[end] - P[start]) * B^-start
+    pw, inv = _powers(n)
+    prefix = np.zeros(n + 1, np.uint64)
+    np.cumsum(cp.astype(np.uint64) * pw[:n], dtype=np.uint64, out=prefix[1:])
+    h = (prefix[ends] - prefix[starts]) * inv[starts]
+    cum_len = np.concatenate(([0], np.cumsum(lengths)))
+    out[_NGRAM_COLS] = 0.0  # stays 0 with too few words or no repeats: nothing repeats
+    g = h
+    for k in range(2, max(DUP_NGRAMS) + 1):
+        if n_tok < k:
+            break
+        g = g[:-1] * _NGRAM_MUL + h[k - 1 :]  # hash of the k-gram starting at each word
+        runs = _ngram_runs(g)
+        if k in TOP_NGRAMS:
+            out[STAT_INDEX[f"top_{k}gram_chars_frac"]] = _top_ngram_chars(g, runs, cum_len, k) / n
+        else:
+            out[STAT_INDEX[f"dup_{k}gram_chars_frac"]] = _dup_ngram_chars(g, runs, cum_len, k) / n
+        if runs[2].max() == 1 and k >= min(DUP_NGRAMS) - 1:
+            break  # no repeated k-gram: no repeated longer one either
+    return lengths
+
+
+def _c4_stats(
+    text: str, lines: list[str], unspaced: bool, min_words_per_line: int, max_word_length: int
+) -> tuple[int, int, int]:
+    """C4 (TFDS c4_utils) over the lines it would keep: (sentences, has lorem ipsum, has '{').
+
+    A line is kept when no word exceeds max_word_length, it ends in a terminal mark (not "..."),
+    has >= min_words_per_line words and mentions no javascript/policy phrase. Sentences are
+    counted by terminal marks followed by a space (C4 uses a sentence tokenizer).
+    """
+    low = text.lower()
+    check_lorem = "lorem ipsum" in low
+    check_curly = "{" in text
+    check_policy = may_have_boilerplate(low)
+    check_long = len(text) > max_word_length
+    sentences = lorem = curly = 0
+    for line in lines:
+        if not line.endswith(C4_END) or line.endswith("..."):
+            continue
+        words = line.split()
+        num = len(words)
+        if unspaced:  # count each Han/kana/Thai char as a word
+            num += len(_UNSPACED_CHAR_RE.findall(line)) - sum(
+                1 for w in words if _UNSPACED_CHAR_RE.search(w)
+            )
+        if num < min_words_per_line or (check_long and max(map(len, words)) > max_word_length):
+            continue
+        if check_lorem or check_policy:
+            line_low = line.lower()
+            if check_lorem and "lorem ipsum" in line_low:
+                lorem = 1
+            if check_policy and BOILERPLATE_RE.search(line_low):
+                continue
+        if check_curly and "{" in line:
+            curly = 1
+        sentences += 1 + line.count(". ") + line.count("? ") + line.count("! ")
+        if unspaced:
+            sentences += len(_SENTENCE_END_RE.findall(line[:-1]))
+    return sentences, lorem, curly
+
+
+def _line_stats(text: str, out: np.ndarray, dominant: int, c4_args: tuple[int, int]) -> None:
+    n = len(text)
+    lines = [ln.strip() for ln in text.split("\n")]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return
+    nl = len(lines)
+    bullets = sum(ln.startswith(("\u2022", "-")) for ln in lines)
+    out[STAT_INDEX["bullet_lines_frac"]] = bullets / nl
+    ellipsis = sum(ln.endswith(("...", "\u2026")) for ln in lines)
+    out[STAT_INDEX["ellipsis_lines_frac"]] = ellipsis / nl
+    dup, dup_chars = _find_duplicates(lines)
+    out[STAT_INDEX["dup_lines_frac"]] = dup / nl
+    out[STAT_INDEX["dup_line_chars_frac"]] = dup_chars / n
+    body = n - text.count("\n")
+    out[STAT_INDEX["fineweb_dup_line_chars_frac"]] = dup_chars / body if body else 0.0
+    paras = [p for p in _PARA_SPLIT_RE.split(text.strip()) if p]
+    pdup, pdup_chars = _find_duplicates(paras)
+    out[STAT_INDEX["dup_paragraphs_frac"]] = pdup / max(1, len(paras))
+    out[STAT_INDEX["dup_paragraph_chars_frac"]] = pdup_chars / n
+    out[STAT_INDEX["line_punct_frac"]] = sum(ln.endswith(FINEWEB_END) for ln in lines) / nl
+    if dominant not in UNSPACED:  # 30 chars of Chinese is a long line, not a short one
+        out[STAT_INDEX["short_lines_frac"]] = sum(len(ln) <= 30 for ln in lines) / nl
+    unspaced = bool(_UNSPACED_CHAR_RE.search(text)) if not text.isascii() else False
+    s, lorem, curly = _c4_stats(text, lines, unspaced, *c4_args)
+    out[STAT_INDEX["c4_sentences"]] = s
+    out[STAT_INDEX["c4_lorem_ipsum"]] = lorem
+    out[STAT_INDEX["c4_curly_bracket"]] = curly
+
+
+def doc_stats(
+    text: str, max_chars: int | None = None, c4_args: tuple[int, int] = (5, 1000)
+) -> np.ndarray:
+    """All statistics of one normalised document: float64 [NUM_STATS], NaN = not applicable.
+
+    An empty text only has num_chars (0). A text longer than max_chars only gets num_chars and
+    the cheap character ratios, so a 50 MB document costs one pass, not an n-gram count.
+    c4_args = (min words per line, max word length) for the C4 sentence count.
+    """
+    out = np.full(NUM_STATS, np.nan)
+    n = len(text)
+    out[STAT_INDEX["num_chars"]] = n
+    if n == 0:
+        return out
+    cp, cls = char_classes(text)
+    counts = np.bincount(cls, minlength=NUM_CLASSES)
+    letters = counts[LATIN:]
+    num_letters = int(letters.sum())
+    dominant = LATIN + int(letters.argmax()) if num_letters else OTHER
+    if num_letters:
+        out[STAT_INDEX["script_share"]] = letters.max() / num_letters
+    out[STAT_INDEX["non_alnum_chars_frac"]] = (n - num_letters - counts[DIGIT] - counts[MARK]) / n
+    out[STAT_INDEX["digit_chars_frac"]] = counts[DIGIT] / n
+    if max_chars is not None and n > max_chars:
+        return out
+    url_chars = 0
+    if "://" in text or "www." in text:
+        url_chars = sum(len(m) for m in _URL_RE.findall(text))
+    out[STAT_INDEX["url_chars_frac"]] = url_chars / n
+    _word_stats(text, cp, cls, out)
+    if dominant in UNSPACED:
+        out[STAT_INDEX["mean_word_length"]] = np.nan  # a character is not a word there
+    stop = STOP_WORDS.get(dominant)
+    if stop is not None:  # distinct stop words present, as Gopher ("at least two of")
+        words = {w.strip(_STRIP) for w in set(text.lower().split())}
+        out[STAT_INDEX["stop_words"]] = sum(w in words for w in stop)
+    _line_stats(text, out, dominant, c4_args)
+    return out
+
+
+def dominant_script(text: str) -> str:
+    """Name of the script with the most letters ('other' when there are none)."""
+    if not text:
+        return "other"
+    _, cls = char_classes(text)
+    letters = np.bincount(cls, minlength=NUM_CLASSES)[LATIN:]
+    return SCRIPTS[int(letters.argmax())] if letters.sum() else "other"

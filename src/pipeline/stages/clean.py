@@ -1,0 +1,237 @@
+"""clean: normalise text, drop documents that fail heuristic quality rules, redact PII.
+
+Per part: normalise each text (control chars, HTML, NFKC, C4 boilerplate lines, whitespace),
+compute every filter statistic in one pass (pipeline.clean.textstats), evaluate all rules (a
+dropped document records every rule it fails), redact PII in kept documents, write kept rows to
+part-NNNNN.parquet and dropped rows (original text + `reasons`) to rejected/part-NNNNN.parquet.
+Parts are independent, so outputs are byte-identical for any worker count.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
+from pipeline.clean.pii import PII_KINDS, redact
+from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
+from pipeline.clean.textstats import NUM_STATS, SCRIPTS, doc_stats, dominant_script
+from pipeline.errors import DataError, RecipeError
+from pipeline.io import part_name, read_table, text_bytes, write_table
+from pipeline.recipe import bounded
+from pipeline.stage import Stage, StageContext, StageResult
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    # normalisation, applied in this order (each switchable)
+    remove_control: bool = True  # drop C0/C1 control chars (not \t \n), BOM, non-characters
+    strip_html: bool = True  # drop script/style blocks and known tags, unescape &entities;
+    nfkc: bool = True  # Unicode NFKC (full-width -> ASCII, ligatures split, NBSP -> space)
+    remove_boilerplate_lines: bool = True  # C4: drop lines with "javascript" or policy phrases
+    fold_whitespace: bool = True  # space runs -> one space, <= 1 blank line between paragraphs
+    # PII redaction in kept documents: any of url, email, key, ip, phone
+    redact_pii: list[str] = field(default_factory=lambda: list(PII_KINDS))
+    # filters: a threshold of null turns its rule off (see docs/clean.md for each source)
+    drop_empty: bool = True  # empty or whitespace-only after normalisation
+    min_chars: int | None = bounded(None, ge=0)  # characters; no published rule, off
+    max_chars: int | None = bounded(1_000_000, ge=1)  # characters; guard, ~Gopher 100k words
+    min_words: int | None = bounded(50, ge=0)  # Gopher: words (char = word in Chinese/Japanese)
+    max_words: int | None = bounded(100_000, ge=1)  # Gopher: words
+    min_script_share: float | None = bounded(0.8, ge=0.0, le=1.0)  # letters in dominant script
+    min_mean_word_length: float | None = bounded(3.0, ge=0.0)  # Gopher: chars/word, punct excl.
+    max_mean_word_length: float | None = bounded(10.0, ge=0.0)  # Gopher: chars/word
+    max_hash_ratio: float | None = bounded(0.1, ge=0.0)  # Gopher: '#' per word
+    max_ellipsis_ratio: float | None = bounded(0.1, ge=0.0)  # Gopher: '...' or '…' per word
+    max_bullet_lines_frac: float | None = bounded(0.9, ge=0.0, le=1.0)  # Gopher: lines '•'/'-'
+    max_ellipsis_lines_frac: float | None = bounded(0.3, ge=0.0, le=1.0)  # Gopher: lines end '...'
+    min_alpha_words_frac: float | None = bounded(0.8, ge=0.0, le=1.0)  # Gopher: words w/ a letter
+    min_stop_words: int | None = bounded(2, ge=0)  # Gopher: distinct stop words (Latin/Cyrillic)
+    max_non_alnum_chars_frac: float | None = bounded(0.25, ge=0.0, le=1.0)  # NeMo: incl. spaces
+    max_digit_chars_frac: float | None = bounded(0.15, ge=0.0, le=1.0)  # NeMo: digits/chars
+    max_url_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0)  # NeMo: URL chars/chars
+    max_word_length: int | None = bounded(1000, ge=1)  # C4/NeMo: chars in the longest word
+    max_dup_lines_frac: float | None = bounded(0.3, ge=0.0, le=1.0)  # Gopher: repeated lines
+    max_dup_paragraphs_frac: float | None = bounded(0.3, ge=0.0, le=1.0)  # Gopher
+    max_dup_line_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0)  # Gopher
+    max_dup_paragraph_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0)  # Gopher
+    max_top_2gram_chars_frac: float | None = bounded(0.20, ge=0.0, le=1.0)  # Gopher Table A1
+    max_top_3gram_chars_frac: float | None = bounded(0.18, ge=0.0, le=1.0)  # Gopher
+    max_top_4gram_chars_frac: float | None = bounded(0.16, ge=0.0, le=1.0)  # Gopher
+    max_dup_5gram_chars_frac: float | None = bounded(0.15, ge=0.0, le=1.0)  # Gopher
+    max_dup_6gram_chars_frac: float | None = bounded(0.14, ge=0.0, le=1.0)  # Gopher
+    max_dup_7gram_chars_frac: float | None = bounded(0.13, ge=0.0, le=1.0)  # Gopher
+    max_dup_8gram_chars_frac: float | None = bounded(0.12, ge=0.0, le=1.0)  # Gopher
+    max_dup_9gram_chars_frac: float | None = bounded(0.11, ge=0.0, le=1.0)  # Gopher
+    max_dup_10gram_chars_frac: float | None = bounded(0.10, ge=0.0, le=1.0)  # Gopher
+    drop_lorem_ipsum: bool = True  # C4: "lorem ipsum" in a kept line drops the page
+    drop_curly_bracket: bool = True  # C4: "{" in a kept line drops the page (code, templates)
+    min_sentences: int | None = bounded(3, ge=0)  # C4 (TFDS): sentences in C4-kept lines
+    min_words_per_line: int = bounded(5, ge=0)  # C4 (TFDS): a line with fewer is not kept
+    min_line_punct_frac: float | None = bounded(0.12, ge=0.0, le=1.0)  # FineWeb: lines ending .!?"
+    max_short_lines_frac: float | None = bounded(0.67, ge=0.0, le=1.0)  # FineWeb: lines <= 30 chars
+    max_fineweb_dup_line_chars_frac: float | None = bounded(0.01, ge=0.0, le=1.0)  # FineWeb code
+    max_newlines_per_word: float | None = bounded(0.3, ge=0.0)  # FineWeb list_ratio
+
+    def validate(self, path: str) -> None:
+        for i, kind in enumerate(self.redact_pii):
+            if kind not in PII_KINDS:
+                raise RecipeError(
+                    f"{path}.redact_pii[{i}]",
+                    f"got {kind!r}, expected one of {', '.join(PII_KINDS)}",
+                )
+        for lo, hi in (
+            ("min_words", "max_words"),
+            ("min_chars", "max_chars"),
+            ("min_mean_word_length", "max_mean_word_length"),
+        ):
+            a, b = getattr(self, lo), getattr(self, hi)
+            if a is not None and b is not None and a > b:
+                raise RecipeError(f"{path}.{lo}", f"must be <= {hi} ({b}), got {a}")
+
+    @property
+    def normalize_options(self) -> NormalizeOptions:
+        return NormalizeOptions(
+            self.remove_control,
+            self.strip_html,
+            self.nfkc,
+            self.remove_boilerplate_lines,
+            self.fold_whitespace,
+        )
+
+
+@dataclass
+class CleanedBatch:
+    """What clean_texts decides for a batch of texts (pure; no I/O)."""
+
+    texts: list[str]  # output text per input doc (normalised, PII-redacted when kept)
+    keep: np.ndarray  # bool [n]
+    fails: np.ndarray  # bool [n, rules]
+    stats: np.ndarray  # float64 [n, stats]
+    normalize_counts: np.ndarray  # int64 [len(NORMALIZE_COUNTERS)]
+    pii_counts: dict[str, int]
+    scripts: Counter  # dominant script of each input document
+
+
+def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
+    """Normalise, measure, filter and redact a batch of texts; None counts as empty."""
+    opts = cfg.normalize_options
+    n = len(texts)
+    stats = np.empty((n, NUM_STATS))
+    out_texts: list[str] = []
+    norm_counts = np.zeros(len(NORMALIZE_COUNTERS), np.int64)
+    scripts: Counter[str] = Counter()
+    c4_args = (cfg.min_words_per_line, cfg.max_word_length or 1 << 62)
+    for i, raw in enumerate(texts):
+        text, counts = normalize_text(raw or "", opts)
+        norm_counts += counts
+        stats[i] = doc_stats(text, cfg.max_chars, c4_args)
+        scripts[dominant_script(text[:10_000])] += 1
+        out_texts.append(text)
+    fails = evaluate(stats, cfg)
+    keep = ~fails.any(axis=1)
+    pii: Counter[str] = Counter(dict.fromkeys(cfg.redact_pii, 0))
+    if cfg.redact_pii:
+        kinds = tuple(cfg.redact_pii)
+        for i in np.flatnonzero(keep):
+            out_texts[i], counts = redact(out_texts[i], kinds)
+            pii.update(counts)
+    return CleanedBatch(out_texts, keep, fails, stats, norm_counts, dict(pii), scripts)
+
+
+def _reasons(fails: np.ndarray) -> list[list[str]]:
+    return [[RULE_NAMES[j] for j in np.flatnonzero(row)] for row in fails]
+
+
+def clean_part(item: tuple[int, str], cfg: CleanConfig, out_dir: str) -> dict[str, Any]:
+    """Clean one input part; writes part-i (kept) and rejected/part-i (if any were dropped)."""
+    index, in_path = item
+    try:
+        table = read_table(Path(in_path))
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise DataError(in_path, f"cannot read Parquet part ({exc})") from None
+    if "text" not in table.column_names:
+        raise DataError(in_path, f"no 'text' column; columns: {', '.join(table.column_names)}")
+    texts = table.column("text").to_pylist()
+    batch = clean_texts(texts, cfg)
+    keep = pa.array(batch.keep)
+    kept = table.filter(keep)
+    kept_texts = [t for t, k in zip(batch.texts, batch.keep, strict=True) if k]
+    text_col = kept.column_names.index("text")
+    kept = kept.set_column(text_col, "text", pa.array(kept_texts, pa.string()))
+    outputs = [part_name(index)]
+    write_table(Path(out_dir) / outputs[0], kept)
+    dropped = ~batch.keep
+    if dropped.any():
+        rej = table.filter(pa.array(dropped))
+        rej = rej.append_column(
+            "reasons", pa.array(_reasons(batch.fails[dropped]), pa.list_(pa.string()))
+        )
+        outputs.append(f"rejected/{part_name(index)}")
+        write_table(Path(out_dir) / outputs[1], rej)
+    att = attribution(batch.fails)
+    return {
+        "outputs": outputs,
+        "docs_in": len(texts),
+        "docs_out": int(batch.keep.sum()),
+        "bytes_in": text_bytes(t or "" for t in texts),
+        "bytes_out": text_bytes(kept_texts),
+        "first": att["first"],
+        "all": att["all"],
+        "alone": att["alone"],
+        "hist": histogram_counts(batch.stats, cfg),
+        "normalize": batch.normalize_counts,
+        "pii": batch.pii_counts,
+        "scripts": batch.scripts,
+        "stats_skipped": int(np.isnan(batch.stats[:, 1]).sum() - (batch.stats[:, 0] == 0).sum()),
+    }
+
+
+def _reduce(results: list[dict[str, Any]], cfg: CleanConfig) -> dict[str, Any]:
+    """Sum the per-part summaries into the stage's flat stats (+ nested rules/histograms)."""
+    first = sum(r["first"] for r in results)
+    all_ = sum(r["all"] for r in results)
+    alone = sum(r["alone"] for r in results)
+    hist = sum(r["hist"] for r in results)
+    docs_in = sum(r["docs_in"] for r in results)
+    docs_out = sum(r["docs_out"] for r in results)
+    stats: dict[str, Any] = {"docs_in": docs_in, "docs_out": docs_out}
+    stats.update(
+        {f"dropped_{name}": int(first[j]) for j, name in enumerate(RULE_NAMES) if first[j]}
+    )
+    stats["bytes_in"] = sum(r["bytes_in"] for r in results)
+    stats["bytes_out"] = sum(r["bytes_out"] for r in results)
+    stats["kept_frac"] = round(docs_out / docs_in, 4) if docs_in else 0.0
+    norm = sum(r["normalize"] for r in results)
+    stats.update({name: int(norm[i]) for i, name in enumerate(NORMALIZE_COUNTERS)})
+    pii: Counter[str] = Counter()
+    scripts: Counter[str] = Counter()
+    for r in results:
+        pii.update(r["pii"])
+        scripts.update(r["scripts"])
+    stats.update({f"pii_{k}_replaced": int(pii[k]) for k in cfg.redact_pii})
+    stats["docs_stats_skipped_too_long"] = sum(r["stats_skipped"] for r in results)
+    stats["docs_per_script"] = {s: scripts[s] for s in SCRIPTS if scripts[s]}
+    rules, hists = summarize(first, all_, alone, hist, cfg)
+    stats["rules"] = rules  # per rule: first-failing, all-failing, alone-failing counts
+    stats["histograms"] = hists  # per rule: its statistic over the stage input, threshold marked
+    return stats
+
+
+def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
+    if not ctx.input_parts:
+        raise DataError(str(ctx.run_dir), "clean needs an upstream stage with parts (download)")
+    fn = functools.partial(clean_part, cfg=cfg, out_dir=str(ctx.out_dir))
+    items = [(i, str(p)) for i, p in enumerate(ctx.input_parts)]
+    results = ctx.executor.map(fn, items, desc="clean")
+    outputs = [o for r in results for o in r["outputs"]]
+    return StageResult(outputs=outputs, stats=_reduce(results, cfg))
+
+
+STAGE = Stage("clean", CleanConfig, run, version="1")
