@@ -55,9 +55,8 @@ WORD_LEN_RANGE = (3.0, 10.0)  # Gopher: mean word length within [3, 10] characte
 
 _LETTER_TOKEN = re.compile(r"[^\W\d_]+")  # runs of letters: stop words, word lengths
 _FEATURE_TOKEN = re.compile(r"[^\W_]+")  # runs of letters/digits: the hashed features
-_ALPHA_WORD = re.compile(r"\S*[^\W\d_]\S*")  # whitespace words that contain a letter
+_NO_ALPHA_WORD = re.compile(r"(?<!\S)(?:[^\w\s]|[\d_])+(?!\S)")  # words without a letter
 _SYMBOL = re.compile(r"[^\w\s.,;:!?'\"()\-\u2019\u201c\u201d]")  # not prose punctuation
-_SPACE = re.compile(r"\s")
 _TERMINAL = (".", "!", "?", '"', "'", "\u201d", "\u2019", "\u2026", ")")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier for the bigram hash
 
@@ -68,7 +67,8 @@ def doc_stats(text: str, max_chars: int) -> tuple[float, ...]:
     A document with no words gets all zeros (it is dropped as `no_words` by the stage).
     """
     text = text[:max_chars]
-    num_words = len(text.split())
+    words = text.split()
+    num_words = len(words)
     if num_words == 0:
         return (0.0,) * len(STAT_NAMES)
     letters = _LETTER_TOKEN.findall(text.lower())
@@ -89,11 +89,11 @@ def doc_stats(text: str, max_chars: int) -> tuple[float, ...]:
     ended.append(lines[-1].endswith(_TERMINAL) if lines else False)
     punct = sum(ended) / max(len(lines), 1)
     dup = 1.0 - len(set(lines)) / len(lines) if lines else 0.0
-    non_space = len(text) - len(_SPACE.findall(text))
+    non_space = sum(map(len, words))
     symbols = len(_SYMBOL.findall(text)) / max(non_space, 1)
     return (
         min(1.0, num_words / LENGTH_WORDS),
-        len(_ALPHA_WORD.findall(text)) / num_words,
+        1.0 - len(_NO_ALPHA_WORD.findall(text)) / num_words,
         stop,
         punct,
         unique,

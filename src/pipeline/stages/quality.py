@@ -41,7 +41,7 @@ QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk
 
 @dataclass(frozen=True)
 class QualityConfig:
-    score: Literal["classifier", "heuristic"] = "classifier"  # which score is `quality` and decides
+    score: Literal["mean", "classifier", "heuristic"] = "mean"  # `quality`: mean = (clf + heur) / 2
     keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # how to decide
     min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
     keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this best share
@@ -55,7 +55,7 @@ class QualityConfig:
     seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
     model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
     hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
-    l2: float = bounded(1e-4, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
+    l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
     iterations: int = bounded(200, ge=1)  # full-batch Adam steps
     learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size
     holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
@@ -282,61 +282,87 @@ def _label_auc(labels: list[str] | None, scores: dict[str, np.ndarray]) -> dict 
     return out
 
 
+@dataclass
+class _Scored:
+    offsets: np.ndarray  # int64 [num_parts + 1]: global row range of each part
+    scorable: np.ndarray  # bool [n]: has at least one word
+    labels: list[str] | None  # hidden labels (toy corpus), when every part has them
+    scores: dict[str, np.ndarray]  # heuristic (+ classifier, mean): float64 [n]
+    model: Model | None
+    info: dict[str, Any]  # what happened to the classifier, for the report
+
+
+def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
+    fn = functools.partial(_scan_part, max_chars=cfg.max_chars)
+    scans = ctx.executor.map(fn, parts, desc="quality stats")
+    offsets = np.concatenate([[0], np.cumsum([len(s[1]) for s in scans])]).astype(np.int64)
+    stats = np.vstack([s[0] for s in scans])
+    scorable = ~np.concatenate([s[1] for s in scans])
+    labels = None if any(s[2] is None for s in scans) else [x for s in scans for x in s[2]]
+    heur = heuristic_score(stats, {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}, cfg.heuristic_bias)
+    model, info = _train_or_load(cfg, ctx, stats, heur, scorable, offsets)
+    scores = {"heuristic": heur}
+    if model is not None:
+        fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
+        items = [(p, stats[offsets[i] : offsets[i + 1]]) for i, p in enumerate(parts)]
+        scores["classifier"] = np.concatenate(ctx.executor.map(fn, items, desc="quality score"))
+        scores["mean"] = (scores["classifier"] + heur) / 2.0
+    return _Scored(offsets, scorable, labels, scores, model, info)
+
+
+def _write(
+    ctx: StageContext,
+    parts: list[Path],
+    sc: _Scored,
+    final: np.ndarray,
+    keep: np.ndarray,
+    deciles: list[tuple[int, int]],
+) -> tuple[list[dict], dict]:
+    """Write every part; returns the per-part results and {global row: (id, text[:100])}."""
+    items = []
+    for i, p in enumerate(parts):
+        lo, hi = sc.offsets[i], sc.offsets[i + 1]
+        rows = [r - lo for _, r in deciles if lo <= r < hi]
+        items.append((i, p, final[lo:hi], keep[lo:hi], ~sc.scorable[lo:hi], rows))
+    fn = functools.partial(_write_part, out_dir=ctx.out_dir)
+    written = ctx.executor.map(fn, items, desc="quality write")
+    examples = {}
+    for w, lo in zip(written, sc.offsets[:-1], strict=True):
+        examples.update({int(lo) + r: v for r, v in w["examples"].items()})
+    return written, examples
+
+
 def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     parts = list(ctx.input_parts)
     if not parts:
         raise DataError(ctx.upstream or "quality", "no input parts to score")
-    scans = ctx.executor.map(
-        functools.partial(_scan_part, max_chars=cfg.max_chars), parts, desc="quality stats"
-    )
-    sizes = np.array([len(s[1]) for s in scans], np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    stats = np.vstack([s[0] for s in scans])
-    scorable = ~np.concatenate([s[1] for s in scans])
-    labels = None if any(s[2] is None for s in scans) else [x for s in scans for x in s[2]]
-    weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
-    heur = heuristic_score(stats, weights, cfg.heuristic_bias)
-    model, info = _train_or_load(cfg, ctx, stats, heur, scorable, offsets)
-    all_scores = {"heuristic": heur}
-    if model is not None:
-        fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
-        items = [(p, stats[offsets[i] : offsets[i + 1]]) for i, p in enumerate(parts)]
-        all_scores["classifier"] = np.concatenate(ctx.executor.map(fn, items, desc="quality score"))
-    used = "classifier" if model is not None and cfg.score == "classifier" else "heuristic"
-    final = np.where(scorable, all_scores[used], 0.0)
+    sc = _score(cfg, ctx, parts)
+    used = cfg.score if cfg.score in sc.scores else "heuristic"  # no model: heuristic fallback
+    ok = sc.scorable
+    final = np.where(ok, sc.scores[used], 0.0)
     keep, threshold = select.keep_mask(
-        cfg.keep_rule, final, scorable, cfg.min_score, cfg.keep_fraction, cfg.pareto_alpha, ctx.seed
+        cfg.keep_rule, final, ok, cfg.min_score, cfg.keep_fraction, cfg.pareto_alpha, ctx.seed
     )
-    deciles = select.decile_rows(final, scorable)
-    items = []
-    for i, p in enumerate(parts):
-        lo, hi = offsets[i], offsets[i + 1]
-        rows = [r - lo for _, r in deciles if lo <= r < hi]
-        items.append((i, p, final[lo:hi], keep[lo:hi], ~scorable[lo:hi], rows))
-    written = ctx.executor.map(
-        functools.partial(_write_part, out_dir=ctx.out_dir), items, desc="quality write"
-    )
+    deciles = select.decile_rows(final, ok)
+    written, examples = _write(ctx, parts, sc, final, keep, deciles)
     outputs = [o for w in written for o in w["outputs"]]
-    if model is not None and not cfg.model_path:
-        atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(model))
+    if sc.model is not None and not cfg.model_path:
+        atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(sc.model))
         outputs.append(MODEL_FILE)
-        info["model_file"] = MODEL_FILE
-    examples = {}
-    for w, lo in zip(written, offsets[:-1], strict=True):
-        examples.update({int(lo) + r: v for r, v in w["examples"].items()})
+        sc.info["model_file"] = MODEL_FILE
     stats_out = {
         "docs_in": int(len(final)),
         "docs_out": int(keep.sum()),
-        "dropped_low_quality": int((~keep & scorable).sum()),
-        "dropped_no_words": int((~scorable).sum()),
+        "dropped_low_quality": int((~keep & ok).sum()),
+        "dropped_no_words": int((~ok).sum()),
         "bytes_in": sum(w["bytes_in"] for w in written),
         "bytes_out": sum(w["bytes_out"] for w in written),
         "score": used,
         "keep_rule": cfg.keep_rule,
         "threshold": threshold,
-        "score_mean": round(float(final[scorable].mean()), 4) if scorable.any() else None,
-        "score_histogram": select.histogram(final[scorable], threshold),
-        "heuristic_histogram": select.histogram(heur[scorable], None),
+        "score_mean": round(float(final[ok].mean()), 4) if ok.any() else None,
+        "score_histogram": select.histogram(final[ok], threshold),
+        "heuristic_histogram": select.histogram(sc.scores["heuristic"][ok], None),
         "decile_examples": [
             {
                 "decile": d,
@@ -346,9 +372,9 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
             }
             for d, r in deciles
         ],
-        "classifier": info,
+        "classifier": sc.info,
     }
-    label_auc = _label_auc(labels, all_scores)
+    label_auc = _label_auc(sc.labels, sc.scores)
     if label_auc is not None:
         stats_out["hidden_label_auc"] = label_auc
     return StageResult(outputs=outputs, stats=stats_out)
