@@ -151,6 +151,7 @@ def test_toy_classifier_ranks_junk_below_good(toy_run):
     assert stats["classifier"]["status"] == "trained"
     assert stats["hidden_label_auc"]["auc_classifier"] >= 0.95
     assert stats["hidden_label_auc"]["auc_heuristic"] >= 0.95
+    assert stats["hidden_label_auc"]["auc_mean"] >= 0.95
     assert stats["classifier"]["holdout_agreement"] >= 0.9
     rows = _rows(toy_run)
     assert len(rows) == 400 == stats["docs_in"]
@@ -290,5 +291,14 @@ def test_quality_after_clean(tmp_path):
     run_stages(tmp_path, stages)
     stats = _report(tmp_path)
     assert stats["docs_in"] == _report(tmp_path, "clean")["docs_out"]
-    assert stats["classifier"]["status"] in ("trained", "fallback_heuristic")
+    # clean removed the junk the heuristic would call bad; its rejects become the bad class
+    assert stats["classifier"]["status"] == "trained"
+    assert (
+        stats["classifier"]["clean_reject_docs"]
+        == _report(tmp_path, "clean")["docs_in"] - (stats["docs_in"])
+    )
+    assert stats["classifier"]["pseudo_bad_docs"] == 0
     assert all(0.0 <= r["quality"] <= 1.0 for r in _rows(tmp_path))
+    stages["quality"] = {"clean_rejects_as_bad": False}
+    run_stages(tmp_path, stages)
+    assert _report(tmp_path)["classifier"]["status"] == "fallback_heuristic"

@@ -22,8 +22,8 @@ class PseudoLabels:
     rows: np.ndarray  # int64 [m]: global row indices, ascending
     y: np.ndarray  # int8 [m]: 1 = pseudo-good (top share), 0 = pseudo-bad (bottom share)
     holdout: np.ndarray  # bool [m]: held out from training, used to measure agreement
-    bad_max: float  # highest heuristic score labelled bad
-    good_min: float  # lowest heuristic score labelled good
+    bad_max: float | None  # highest heuristic score labelled bad (None: no pseudo-bad row)
+    good_min: float | None  # lowest heuristic score labelled good
 
 
 def pseudo_labels(
@@ -36,27 +36,31 @@ def pseudo_labels(
     max_docs: int,
     holdout_fraction: float,
     seed: int,
+    extra: tuple[int, int] = (0, 0),
 ) -> PseudoLabels:
     """Top `fraction` of eligible rows by heuristic score -> 1 (if score >= good_above), bottom
     `fraction` -> 0 (if score < bad_below): on a mostly clean corpus the bottom 20% is not junk.
 
     Ties are broken by row index, so the split is exact. Each class is capped at max_docs // 2
-    (a seeded subsample). NoSpread when a class has < min_docs rows or the two sets' scores are
-    not separated by MIN_SPREAD (e.g. all documents score the same).
+    (a seeded subsample). `extra` = (bad, good) labelled documents from elsewhere (clean's
+    rejects, a seed set) that count towards min_docs. NoSpread when a class has < min_docs rows
+    or the two sets' scores are not separated by MIN_SPREAD (e.g. all documents score the same).
     """
     idx = np.flatnonzero(eligible)
     k = int(fraction * len(idx))
     order = idx[np.lexsort((idx, heuristic[idx]))]  # ascending score, then row
     bad, good = order[:k], order[::-1][:k]
     bad, good = bad[heuristic[bad] < bad_below], good[heuristic[good] >= good_above]
-    if min(len(bad), len(good)) < min_docs:
+    if min(len(bad) + extra[0], len(good) + extra[1]) < min_docs:
         raise NoSpread(
             f"{len(idx)} scorable documents give {len(bad)} pseudo-bad (bottom "
             f"{fraction:.0%} and heuristic < {bad_below}) and {len(good)} pseudo-good "
-            f"(top {fraction:.0%} and >= {good_above}); min_train_docs is {min_docs}"
+            f"(top {fraction:.0%} and >= {good_above}), plus {extra[0]} bad and {extra[1]} good "
+            f"labelled elsewhere; min_train_docs is {min_docs}"
         )
-    bad_max, good_min = float(heuristic[bad].max()), float(heuristic[good].min())
-    if good_min - bad_max <= MIN_SPREAD:
+    bad_max = float(heuristic[bad].max()) if len(bad) else None
+    good_min = float(heuristic[good].min()) if len(good) else None
+    if bad_max is not None and good_min is not None and good_min - bad_max <= MIN_SPREAD:
         raise NoSpread(
             f"heuristic scores have no spread: the top {fraction:.0%} start at "
             f"{good_min:.4f}, the bottom {fraction:.0%} end at {bad_max:.4f}"

@@ -53,6 +53,7 @@ class QualityConfig:
     pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-bad also needs score < this
     pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-good also needs >= this
     seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
+    clean_rejects_as_bad: bool = True  # documents the clean stage rejected join the bad class
     model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
     hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
     l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
@@ -174,14 +175,15 @@ def fit_classifier(
     stats: np.ndarray,
     pl: select.PseudoLabels,
     cfg: QualityConfig,
-    seed_set: tuple[Csr, np.ndarray, np.ndarray] | None = None,
+    extra: tuple[Csr, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Model, dict[str, Any]]:
     """Train on the non-held-out pseudo-labelled rows (X, stats aligned with pl.rows) plus the
-    seed set; report agreement with the pseudo labels on the held-out rows."""
+    `extra` labelled rows (features, stats, y); report agreement with the pseudo labels on the
+    held-out rows."""
     fit = np.flatnonzero(~pl.holdout)
     Xf, Sf, yf = X.take(fit), stats[fit], pl.y[fit]
-    if seed_set is not None:
-        Xs, Ss, ys = seed_set
+    if extra is not None:
+        Xs, Ss, ys = extra
         Xf, Sf, yf = vstack([Xf, Xs], X.num_cols), np.vstack([Sf, Ss]), np.concatenate([yf, ys])
     meta = {
         "dims": X.num_cols,
@@ -197,8 +199,9 @@ def fit_classifier(
     info: dict[str, Any] = {
         "status": "trained",
         "train_docs": int(len(yf)),
-        "seed_set_docs": 0 if seed_set is None else int(len(seed_set[2])),
-        "pseudo_label_thresholds": [round(pl.bad_max, 4), round(pl.good_min, 4)],
+        "pseudo_bad_docs": int((pl.y == 0).sum()),
+        "pseudo_good_docs": int((pl.y == 1).sum()),
+        "pseudo_label_thresholds": [_round(pl.bad_max), _round(pl.good_min)],
         "loss_first": losses[0],
         "loss_last": losses[-1],
     }
@@ -230,6 +233,7 @@ def _train_or_load(
                 f"differ from this version's {list(STAT_NAMES)}",
             )
         return model, {"status": "loaded", "path": cfg.model_path}
+    texts, y, counts = _labelled_extras(cfg, ctx)
     try:
         pl = select.pseudo_labels(
             heur,
@@ -241,6 +245,7 @@ def _train_or_load(
             cfg.max_train_docs,
             cfg.holdout_fraction,
             ctx.seed,
+            extra=(int((y == 0).sum()), int((y == 1).sum())),
         )
     except select.NoSpread as exc:
         if cfg.on_no_spread == "error":
@@ -255,15 +260,40 @@ def _train_or_load(
     items = [(p, pl.rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
     fn = functools.partial(_part_features, dims=1 << cfg.hash_bits, max_chars=cfg.max_chars)
     X = vstack(ctx.executor.map(fn, items, desc="quality features"), 1 << cfg.hash_bits)
-    seed_set = None
+    extra = None
+    if texts:
+        feats = hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars)
+        extra = (feats, stats_matrix(texts, cfg.max_chars), y)
+    model, info = fit_classifier(X, stats[pl.rows], pl, cfg, extra)
+    return model, {**info, **counts}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[list[str], np.ndarray, dict]:
+    """Seed-set documents and (capped) documents the clean stage of this run rejected, as bad
+    examples: after clean, the corpus itself often has no pseudo-bad documents left."""
+    texts: list[str] = []
+    labels: list[np.ndarray] = []
+    counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
     if cfg.seed_set_path:
-        texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
-        seed_set = (
-            hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars),
-            stats_matrix(texts, cfg.max_chars),
-            y,
-        )
-    return fit_classifier(X, stats[pl.rows], pl, cfg, seed_set)
+        seed_texts, seed_y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
+        texts += seed_texts
+        labels.append(seed_y)
+        counts["seed_set_docs"] = len(seed_texts)
+    clean_dir = ctx.stage_dir("clean") if "clean" in ctx.recipe.stages else None
+    if cfg.clean_rejects_as_bad and clean_dir is not None:
+        cap, rejects = cfg.max_train_docs // 2, []
+        for part in sorted((clean_dir / "rejected").glob("part-*.parquet")):
+            col = read_table(part, columns=["text"]).column("text").to_pylist()
+            rejects += [t for t in col if t[: cfg.max_chars].split()][: cap - len(rejects)]
+        texts += rejects
+        labels.append(np.zeros(len(rejects), np.int8))
+        counts["clean_reject_docs"] = len(rejects)
+    y = np.concatenate(labels) if labels else np.zeros(0, np.int8)
+    return texts, y, counts
 
 
 def _label_auc(labels: list[str] | None, scores: dict[str, np.ndarray]) -> dict | None:
