@@ -71,11 +71,12 @@ def decreasing_order(sizes: np.ndarray, capacity: int) -> np.ndarray:
     return np.argsort(-sizes, kind="stable")
 
 
-def _finish(doc, offset, length, bins, num_bins, order=None) -> Packing:
+def _finish(doc, offset, length, bins, num_bins, order=None, starts=None) -> Packing:
     """Put items in `order` (None: already sorted by bin), derive positions and segment ids."""
     if order is not None:
         doc, offset, length, bins = doc[order], offset[order], length[order], bins[order]
-    starts = np.searchsorted(bins, np.arange(num_bins))  # first item of each bin
+    if starts is None:
+        starts = np.searchsorted(bins, np.arange(num_bins))  # first item of each bin
     csum = np.cumsum(length) - length
     pos = csum - csum[starts][bins]
     seg = np.arange(len(bins), dtype=np.int64) - starts[bins] + 1
@@ -154,7 +155,8 @@ class _Buckets:
 
 def bfd_bins(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, int, np.ndarray]:
     """Best-Fit Decreasing: each item, largest first, goes to the open bin with the least room
-    that still fits it. Returns (bin of each item, number of bins, the decreasing order used).
+    that still fits it. Returns (bin of each item, number of bins, slot of each item: 0-based
+    rank of its placement inside its bin), all int64.
 
     Exact BFD, vectorised over runs of equal size: bins with equal remaining capacity are
     interchangeable, and once an item of size s lands in the tightest bin (room c), that bin
@@ -170,6 +172,8 @@ def bfd_bins(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, int, np.ndar
     order = decreasing_order(sizes, capacity)
     sorted_sizes = sizes[order]
     out = np.empty(len(sizes), np.int64)
+    slot = np.empty(len(sizes), np.int64)
+    nitems = np.zeros(len(sizes), np.int64)  # items placed so far per bin (<= n bins)
     buckets = _Buckets(capacity)
     next_id = 0
     bounds = np.flatnonzero(np.diff(sorted_sizes)) + 1
@@ -184,7 +188,10 @@ def bfd_bins(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, int, np.ndar
                 ids = np.arange(next_id, next_id + nb, dtype=np.int64)
                 next_id += nb
                 out[items[done:]] = np.repeat(ids, q)[:k]
+                slot[items[done:]] = np.arange(k) % q
                 r = k - (nb - 1) * q
+                nitems[ids] = q
+                nitems[ids[-1]] = r
                 buckets.push(capacity - q * s, ids[:-1])
                 buckets.push(capacity - r * s, ids[-1:])
                 break
@@ -192,16 +199,21 @@ def bfd_bins(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, int, np.ndar
             m = min(avail, k // q)
             if m:
                 ids = buckets.pop(c, m)
-                out[items[done : done + m * q]] = np.repeat(ids, q)
+                sel = items[done : done + m * q]
+                out[sel] = np.repeat(ids, q)
+                slot[sel] = np.repeat(nitems[ids], q) + np.arange(m * q) % q
+                nitems[ids] += q
                 buckets.push(c - q * s, ids)
                 done += m * q
             r = len(items) - done
             if r and m < avail:  # fewer than q items left: they share one more bin
                 ids = buckets.pop(c, 1)
                 out[items[done:]] = ids[0]
+                slot[items[done:]] = nitems[ids[0]] + np.arange(r)
+                nitems[ids[0]] += r
                 buckets.push(c - r * s, ids)
                 done += r
-    return out, next_id, order
+    return out, next_id, slot
 
 
 def pack_bfd(lengths: np.ndarray, seq_len: int) -> Packing:
@@ -211,9 +223,11 @@ def pack_bfd(lengths: np.ndarray, seq_len: int) -> Packing:
     order BFD opened them.
     """
     doc, offset, length = chunk(lengths, seq_len)
-    bins, num_bins, order = bfd_bins(length, seq_len)
-    order = order[np.argsort(bins[order], kind="stable")]  # by bin, then placement order
-    return _finish(doc, offset, length, bins, num_bins, order)
+    bins, num_bins, slot = bfd_bins(length, seq_len)
+    starts = _excl_cumsum(np.bincount(bins, minlength=num_bins))
+    order = np.empty(len(bins), np.int64)
+    order[starts[bins] + slot] = np.arange(len(bins))  # by bin, then placement: a counting sort
+    return _finish(doc, offset, length, bins, num_bins, order, starts)
 
 
 def first_fit_bins(sizes: list[int], capacity: int) -> int:

@@ -25,7 +25,8 @@ from pipeline.io import atomic_write_json, sha256_file
 
 METADATA_NAME = "metadata.json"
 FORMAT_VERSION = 1
-COPY_ROWS_BYTES = 64 << 20  # phase-1 copy block: bounds the scratch memory beside one field
+COPY_BYTES = 4 << 20  # copy block of both phases: the scratch memory beside field / shard
+WRITE_BYTES = 16 << 20  # write slice
 
 
 # ---------------------------------------------------------------- .npz files
@@ -82,13 +83,32 @@ def npz_fields(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     return out
 
 
+def _write_npy(fp: Any, arr: np.ndarray) -> None:
+    """.npy bytes of a C-contiguous array, written in slices: no second copy of the data."""
+    header = {
+        "descr": np.lib.format.dtype_to_descr(arr.dtype),
+        "fortran_order": False,
+        "shape": arr.shape,
+    }
+    try:
+        np.lib.format.write_array_header_1_0(fp, header)
+    except ValueError:  # header over 64 KiB: format 2.0
+        np.lib.format.write_array_header_2_0(fp, header)
+    data = memoryview(np.ascontiguousarray(arr)).cast("B")
+    for a in range(0, len(data), WRITE_BYTES):
+        fp.write(data[a : a + WRITE_BYTES])
+
+
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Uncompressed .npz (members memory-mappable), written to a temp name then renamed."""
+    """Uncompressed .npz (members memory-mappable, loadable by np.load), written to a temp name
+    then renamed. Deterministic bytes: fixed member dates (1980), members in dict order."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+        with open(tmp, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+            for key, arr in arrays.items():
+                with zf.open(f"{key}.npy", "w", force_zip64=True) as fid:
+                    _write_npy(fid, arr)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -248,9 +268,8 @@ def _phase1(
         perm = np.random.default_rng([seed, 0, i]).permutation(n)
         np.save(work / f"{i:06d}.perm.npy", perm)
         for name, (row_shape, dtype) in fields.items():
-            src = npz_member(path, name)
-            row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize)
-            step = max(1, COPY_ROWS_BYTES // row_bytes)
+            src = npz_member(path, name)  # mmap: at most this one field becomes resident
+            step = max(1, COPY_BYTES // _row_bytes(row_shape, dtype))
             with open(work / f"{i:06d}.{name}.npy", "wb") as f:
                 header = {
                     "descr": np.lib.format.dtype_to_descr(dtype),
@@ -259,8 +278,26 @@ def _phase1(
                 }
                 np.lib.format.write_array_header_2_0(f, header)
                 for a in range(0, n, step):
-                    f.write(np.ascontiguousarray(src[perm[a : a + step]]).tobytes())
+                    f.write(memoryview(np.ascontiguousarray(src[perm[a : a + step]])).cast("B"))
             del src
+
+
+def _row_bytes(row_shape: tuple[int, ...], dtype: np.dtype) -> int:
+    return max(1, int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize)
+
+
+def _read_rows(path: Path, a: int, b: int, out: np.ndarray, dest: np.ndarray) -> None:
+    """Rows [a, b) of a work .npy into out[dest], COPY_BYTES at a time (no mmap residue)."""
+    with open(path, "rb") as f:
+        np.lib.format.read_magic(f)
+        np.lib.format.read_array_header_2_0(f)
+        row = _row_bytes(out.shape[1:], out.dtype)
+        f.seek(a * row, os.SEEK_CUR)
+        step = max(1, COPY_BYTES // row)
+        for lo in range(a, b, step):
+            hi = min(b, lo + step)
+            buf = np.frombuffer(f.read((hi - lo) * row), out.dtype).reshape(hi - lo, *out.shape[1:])
+            out[dest[lo - a : hi - a]] = buf
 
 
 def _phase2(
@@ -287,9 +324,7 @@ def _phase2(
             a, b = int(start[s]), int(start[s] + takes[s])
             dest = pos[k : k + b - a]
             for name in fields:
-                mm = np.load(work / f"{s:06d}.{name}.npy", mmap_mode="r", allow_pickle=False)
-                arrays[name][dest] = mm[a:b]
-                del mm
+                _read_rows(work / f"{s:06d}.{name}.npy", a, b, arrays[name], dest)
             perm = np.load(work / f"{s:06d}.perm.npy", mmap_mode="r", allow_pickle=False)
             src_of[dest] = s
             orig[dest] = offsets[s] + perm[a:b]
