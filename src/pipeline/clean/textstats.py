@@ -165,10 +165,10 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """(code points uint32 [n], classes uint8 [n]) of a text without lone surrogates."""
+    """(code points uint8 or uint32 [n], classes uint8 [n]) of a text without lone surrogates."""
     if text.isascii():
-        cp = np.frombuffer(text.encode("ascii"), np.uint8).astype(np.uint32)
-        return cp, _TABLE[cp]
+        cp = np.frombuffer(text.encode("ascii"), np.uint8)
+        return cp, _TABLE[:128][cp]
     cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
     cls = _TABLE[np.minimum(cp, 0xFFFF)]
     high = cp > 0xFFFF
@@ -176,6 +176,13 @@ def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
         hc = cp[high]
         cls[high] = np.where((hc >= 0x20000) & (hc < 0x40000), CJ, SYMBOL)
     return cp, cls
+
+
+def _class_counts(cls: np.ndarray) -> np.ndarray:
+    """int64 [NUM_CLASSES]; bincount casts to intp (8x the memory), so big texts count per class."""
+    if len(cls) < 1 << 16:
+        return np.bincount(cls, minlength=NUM_CLASSES)
+    return np.array([np.count_nonzero(cls == k) for k in range(NUM_CLASSES)], np.int64)
 
 
 def _tokens(cp: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -386,7 +393,7 @@ def doc_stats(
     if n == 0:
         return out
     cp, cls = char_classes(text)
-    counts = np.bincount(cls, minlength=NUM_CLASSES)
+    counts = _class_counts(cls)
     letters = counts[LATIN:]
     num_letters = int(letters.sum())
     dominant = LATIN + int(letters.argmax()) if num_letters else OTHER
@@ -416,5 +423,5 @@ def dominant_script(text: str) -> str:
     if not text:
         return "other"
     _, cls = char_classes(text)
-    letters = np.bincount(cls, minlength=NUM_CLASSES)[LATIN:]
+    letters = _class_counts(cls)[LATIN:]
     return SCRIPTS[int(letters.argmax())] if letters.sum() else "other"

@@ -1,0 +1,157 @@
+"""The clean stage end to end: toy acceptance, report, rejected parts, determinism, errors."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import make_recipe, run_stages
+from pipeline.errors import RecipeError
+from pipeline.inspect import inspect_rejected
+from pipeline.manifest import Manifest
+from pipeline.report import load_report
+
+CAUGHT = ("html", "spam", "repeated", "symbols", "short", "lorem")
+
+
+def _clean_stats(run_dir):
+    return next(s for s in load_report(run_dir)["stages"] if s["stage"] == "clean")["stats"]
+
+
+def _labels(run_dir, pattern):
+    out = Counter()
+    for part in sorted((run_dir / "clean").glob(pattern)):
+        out.update(pq.read_table(part, columns=["label"]).column("label").to_pylist())
+    return out
+
+
+@pytest.fixture(scope="module")
+def toy_clean(tmp_path_factory):
+    """1200 toy documents (~15% junk), cleaned with the recipe defaults."""
+    out = tmp_path_factory.mktemp("clean") / "run"
+    run_stages(
+        out, {"download": {"source": "toy", "max_docs": 1200, "docs_per_part": 300}, "clean": None}
+    )
+    return out
+
+
+def test_toy_acceptance_junk_removed_good_kept(toy_clean):
+    kept, rejected = _labels(toy_clean, "part-*.parquet"), _labels(toy_clean, "rejected/*.parquet")
+    caught_total = sum(kept[f"junk:{k}"] + rejected[f"junk:{k}"] for k in CAUGHT)
+    caught_removed = sum(rejected[f"junk:{k}"] for k in CAUGHT)
+    assert caught_total > 60
+    assert caught_removed / caught_total >= 0.95
+    assert kept["good"] / (kept["good"] + rejected["good"]) >= 0.98
+    # pii documents are kept (redacted); duplicates are dedup's job
+    for kind in ("pii", "exact_dup", "near_dup"):
+        assert rejected[f"junk:{kind}"] == 0 and kept[f"junk:{kind}"] > 0
+
+
+def test_pii_docs_are_redacted_in_output(toy_clean):
+    table = pq.read_table(toy_clean / "clean" / "part-00000.parquet").to_pylist()
+    pii = [r["text"] for r in table if r["label"] == "junk:pii"]
+    assert pii
+    for text in pii:
+        assert "@example.com" not in text and "sk_live_" not in text
+        for placeholder in ("<|email|>", "<|phone|>", "<|ip|>", "<|key|>"):
+            assert placeholder in text
+    stats = _clean_stats(toy_clean)
+    assert stats["pii_email_replaced"] >= len(pii)
+
+
+def test_report_balances_and_attributes(toy_clean):
+    stats = _clean_stats(toy_clean)
+    dropped = {k: v for k, v in stats.items() if k.startswith("dropped_")}
+    assert stats["docs_in"] == 1200 == stats["docs_out"] + sum(dropped.values())
+    rules = stats["rules"]
+    assert sum(r["first"] for r in rules.values()) == sum(dropped.values())
+    for name, r in rules.items():
+        assert r["alone"] <= r["first"] <= r["all"], name
+        assert dropped.get(f"dropped_{name}", 0) == r["first"]
+    hist = stats["histograms"]["gopher_min_words_v1"]
+    assert sum(hist["counts"]) == stats["docs_in"]
+    assert 50.0 in hist["bins"] and hist["threshold"] == 50.0 and hist["direction"] == "min"
+    assert stats["bytes_in"] > stats["bytes_out"] > 0
+    assert stats["docs_per_s"] > 0 and stats["mb_per_s"] > 0
+    json.dumps(stats)  # plain JSON types only
+
+
+def test_rejected_parts_keep_input_columns_and_all_reasons(toy_clean):
+    parts = sorted((toy_clean / "clean" / "rejected").glob("part-*.parquet"))
+    assert parts
+    table = pq.read_table(parts[0])
+    assert table.column_names == ["id", "text", "source", "label", "reasons"]
+    rows = table.to_pylist()
+    assert all(r["reasons"] for r in rows)
+    assert any(len(r["reasons"]) > 1 for r in rows)  # every failing rule, not only the first
+    html = [r for r in rows if r["label"] == "junk:html"]
+    assert not html or "<html>" in html[0]["text"]  # the original text, to see what was dropped
+
+
+def test_inspect_prints_examples_for_a_rule(toy_clean):
+    out = inspect_rejected(toy_clean, "clean", "c4_lorem_ipsum_v1", 2, 120)
+    assert out.count("--- toy-") == 2 and "Lorem ipsum" in out
+
+
+def test_workers_give_identical_bytes(tmp_path):
+    stages = {"download": {"source": "toy", "max_docs": 300, "docs_per_part": 100}, "clean": None}
+    hashes = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        run_stages(out, stages, workers=workers)
+        hashes.append(
+            {o["path"]: o["sha256"] for o in Manifest.load(out).stages["clean"]["outputs"]}
+        )
+    assert hashes[0] == hashes[1]
+    assert any(p.startswith("clean/rejected/") for p in hashes[0])
+
+
+def test_recipe_errors(tmp_path):
+    with pytest.raises(RecipeError, match=r"clean.redact_pii\[1\]: got 'ssn'"):
+        make_recipe(
+            tmp_path, {"download": {"source": "toy"}, "clean": {"redact_pii": ["url", "ssn"]}}
+        )
+    with pytest.raises(RecipeError, match="clean.min_words: must be <= max_words"):
+        make_recipe(
+            tmp_path, {"download": {"source": "toy"}, "clean": {"min_words": 500, "max_words": 100}}
+        )
+    with pytest.raises(RecipeError, match=r"clean.max_dup_lines_frac: must be in \[0.0, 1.0\]"):
+        make_recipe(tmp_path, {"download": {"source": "toy"}, "clean": {"max_dup_lines_frac": 2}})
+
+
+def test_bad_records_and_a_50mb_document(tmp_path):
+    """Empty, whitespace-only, NUL-laden and one 50 MB document: counted, never a crash."""
+    src = tmp_path / "in.jsonl"
+    good = " ".join(["The river and the garden of the village were quiet that morning."] * 8)
+    big = "word " * 10_000_000  # 50 MB
+    rows = [
+        {"id": "empty", "text": ""},
+        {"id": "ws", "text": "  \n\t "},
+        {"id": "nul", "text": "\x00" * 10 + good.replace("quiet", "qu\x00iet", 1)},
+        {"id": "big", "text": big},
+    ]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "run"
+    run_stages(
+        out,
+        {
+            "download": {"source": "jsonl", "path": str(src)},
+            "clean": {
+                "max_dup_5gram_chars_frac": None,
+                "max_top_2gram_chars_frac": None,
+                "max_top_3gram_chars_frac": None,
+                "max_top_4gram_chars_frac": None,
+                **{f"max_dup_{n}gram_chars_frac": None for n in range(6, 11)},
+            },
+        },
+    )
+    stats = _clean_stats(out)
+    assert stats["docs_in"] == 4
+    assert stats["dropped_empty_doc_v1"] == 2
+    assert stats["dropped_max_chars_v1"] == 1 and stats["docs_stats_skipped_too_long"] == 1
+    kept = pq.read_table(out / "clean" / "part-00000.parquet").to_pylist()
+    assert [r["id"] for r in kept] == ["nul"]
+    assert "\x00" not in kept[0]["text"] and "quiet" in kept[0]["text"]

@@ -1,0 +1,203 @@
+"""clean's pure core: normalisation, statistics against reference ports, scripts, bad input."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.clean.normalize import NormalizeOptions, normalize_text
+from pipeline.clean.rules import RULE_NAMES, attribution, evaluate
+from pipeline.clean.textstats import STAT_INDEX, doc_stats, dominant_script
+from pipeline.stages.clean import CleanConfig, clean_texts
+
+ALL_ON = NormalizeOptions()
+
+
+def stat(text: str, name: str) -> float:
+    return float(doc_stats(text)[STAT_INDEX[name]])
+
+
+def test_normalize_worked_example():
+    """NFKC maps the ligature and full-width letters, HTML goes, entities unescape, NUL and
+    other controls vanish, space runs fold, the paragraph break survives as one blank line."""
+    raw = (
+        "<p>The \ufb01rst &amp; \uff21\uff22\uff23</p>\x00\r\n<div>tab\there  "
+        "<b>bold</b></div>\n\n\n\nnext\u200b para\x07"
+    )
+    text, counts = normalize_text(raw, ALL_ON)
+    assert text == "The first & ABC\n\ntab here bold\n\nnext\u200b para"
+    assert counts[:3] == [1, 1, 1]
+
+
+def test_normalize_switches_off_and_keeps_non_html():
+    off = NormalizeOptions(False, False, False, False, False)
+    raw = "<p>x</p>  \ufb01"
+    assert normalize_text(raw, off)[0] == raw
+    # angle brackets that are not known tags are prose or code, not HTML
+    text, _ = normalize_text("if a < b and c > d then <T> wins", ALL_ON)
+    assert text == "if a < b and c > d then <T> wins"
+
+
+def test_boilerplate_lines_removed_c4():
+    raw = "Good line one here.\nThis site uses cookies, see our Cookie Policy.\nEnable JavaScript."
+    text, counts = normalize_text(raw, ALL_ON)
+    assert text == "Good line one here."
+    assert counts[3] == 2
+
+
+def test_lone_surrogates_and_nul_removed():
+    text, counts = normalize_text("ok\ud800 text\x00 here\udfff", ALL_ON)
+    assert text == "ok text here"
+    assert counts[0] == 1
+    text.encode("utf-8")  # writable
+
+
+def _ref_dup_ngram_chars(words: list[str], n: int) -> int:
+    """datatrove's find_all_duplicate, verbatim logic."""
+    unique: set[str] = set()
+    repeated, idx = 0, 0
+    while idx < len(words) - n + 1:
+        gram = "".join(words[idx : idx + n])
+        if gram in unique:
+            repeated += len(gram)
+            idx += n
+        else:
+            unique.add(gram)
+            idx += 1
+    return repeated
+
+
+def _ref_top_ngram_chars(words: list[str], n: int) -> int:
+    grams = [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0
+    top, count = Counter(grams).most_common(1)[0]
+    return len(top) * count
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "dd"]), min_size=0, max_size=60))
+def test_ngram_stats_match_datatrove_reference(words):
+    """Single-letter-ish words make datatrove's "".join unambiguous, so counts must be equal."""
+    text = " ".join(words)
+    if not text:
+        return
+    out = doc_stats(text)
+    for n in (2, 3, 4):
+        got = out[STAT_INDEX[f"top_{n}gram_chars_frac"]]
+        assert math.isclose(got, _ref_top_ngram_chars(words, n) / len(text))
+    for n in range(5, 11):
+        got = out[STAT_INDEX[f"dup_{n}gram_chars_frac"]]
+        assert math.isclose(got, _ref_dup_ngram_chars(words, n) / len(text)), n
+
+
+def test_doc_stats_worked_example():
+    """3 lines, 2 identical: dup_lines = 1/3, dup line chars = 10/32 ("same line." has 10 chars,
+    text has 10+1+10+1+10 = 32). Words: same line. same line. the #tag x = 7; '#' once -> 1/7.
+    Mean word length leaves punctuation out: (4+4+4+4+3+3+1)/7 = 23/7. Stop words: 'the' only."""
+    text = "same line.\nsame line.\nthe #tag x"
+    out = doc_stats(text)
+    assert out[STAT_INDEX["num_chars"]] == 32
+    assert out[STAT_INDEX["num_words"]] == 7
+    assert math.isclose(out[STAT_INDEX["dup_lines_frac"]], 1 / 3)
+    assert math.isclose(out[STAT_INDEX["dup_line_chars_frac"]], 10 / 32)
+    assert math.isclose(out[STAT_INDEX["hash_ratio"]], 1 / 7)
+    assert math.isclose(out[STAT_INDEX["mean_word_length"]], 23 / 7)
+    assert out[STAT_INDEX["stop_words"]] == 1
+
+
+ZH = [
+    "今天早上我们一起去公园散步，看到很多老人在打太极拳。",
+    "这家饭店的菜很好吃，价格也比较合理，服务员态度非常热情。",
+    "图书馆里安静极了，学生们都在认真地复习功课。",
+    "下午突然下起了大雨，街上的行人纷纷躲进商店避雨。",
+    "我的朋友刚从北京回来，给我带了一些当地的特产。",
+    "这部电影讲述了一个普通家庭在困难时期互相扶持的故事。",
+    "春天来了，山上的花都开了，空气里满是清新的味道。",
+    "老师提醒大家明天要带好课本和作业，按时到学校上课。",
+    "他每天坚持跑步半个小时，身体比以前健康多了。",
+    "周末我们打算去海边度假，顺便看看日出和日落。",
+]
+RU = [
+    "Утром мы вышли из дома и пошли к реке, что текла за старым садом.",
+    "Он долго смотрел на небо и думал о том, как быстро прошло лето.",
+    "В деревне не было ни одного магазина, поэтому хлеб пекли сами.",
+    "Учитель рассказал детям историю о море и о далёких островах.",
+    "Вечером на площади играла музыка, и люди танцевали до ночи.",
+    "С тех пор она каждый год приезжала в этот тихий городок.",
+    "Мы не знали, что поезд уходит так рано, и чуть не опоздали.",
+    "Старый мастер показал, как делать лодки из светлого дерева.",
+]
+
+
+def _paragraphs(pool: list[str], rng: np.random.Generator, joiner: str) -> str:
+    order = rng.permutation(len(pool))
+    return "\n\n".join(joiner.join(pool[i] for i in order[k : k + 3]) for k in (0, 3, 6))
+
+
+def test_chinese_and_russian_documents_are_kept():
+    """Word rules are script-aware: each Han char is a word, stop words use a per-script list
+    (Russian) or do not apply (Chinese), mean word length is skipped for Chinese."""
+    rng = np.random.default_rng(0)
+    zh = [_paragraphs(ZH, rng, "") for _ in range(20)]
+    ru = [_paragraphs(RU, rng, " ") for _ in range(20)]
+    batch = clean_texts(zh + ru, CleanConfig())
+    failing = [RULE_NAMES[j] for j in np.flatnonzero(batch.fails.any(axis=0))]
+    assert batch.keep.all(), failing
+    assert dominant_script(zh[0]) == "cjk" and dominant_script(ru[0]) == "cyrillic"
+    out = doc_stats(zh[0])
+    assert math.isnan(out[STAT_INDEX["stop_words"]])
+    assert math.isnan(out[STAT_INDEX["mean_word_length"]])
+    assert out[STAT_INDEX["num_words"]] > 100  # ~1 word per Han character, not 3 "words"
+    assert doc_stats(ru[0])[STAT_INDEX["stop_words"]] >= 2
+
+
+def test_script_consistency_drops_mixed_garble():
+    rng = np.random.default_rng(1)
+    mixed = _paragraphs(RU, rng, " ").replace("а", "a").replace("о", "o").replace("е", "e")
+    batch = clean_texts([mixed], CleanConfig())
+    assert batch.fails[0, RULE_NAMES.index("script_consistency_v1")]
+
+
+def test_bad_input_is_counted_never_crashes():
+    texts = ["", "   \n\t  ", None, "\x00\x00\x00", "a\ud800b " * 5, "word " * 30]
+    batch = clean_texts(texts, CleanConfig())
+    assert not batch.keep.any()
+    empty = RULE_NAMES.index("empty_doc_v1")
+    assert batch.fails[:4, empty].all()
+    assert not batch.fails[4:, empty].any()
+    assert "\ud800" not in batch.texts[4]
+
+
+def test_too_long_document_gets_cheap_stats_only():
+    text = "lorem ipsum " * 100  # 1200 chars
+    out = doc_stats(text, max_chars=1000)
+    assert out[STAT_INDEX["num_chars"]] == 1200
+    assert math.isnan(out[STAT_INDEX["num_words"]])
+    cfg = CleanConfig(max_chars=1000)
+    batch = clean_texts([text], cfg)
+    reasons = {RULE_NAMES[j] for j in np.flatnonzero(batch.fails[0])}
+    assert "max_chars_v1" in reasons and "c4_lorem_ipsum_v1" not in reasons
+
+
+def test_attribution_first_all_alone():
+    """Doc 0 fails rules 1 and 2 (first=1); doc 1 fails only 2 (alone); doc 2 passes."""
+    fails = np.zeros((3, len(RULE_NAMES)), bool)
+    fails[0, [1, 2]] = True
+    fails[1, 2] = True
+    att = attribution(fails)
+    assert att["first"][1] == 1 and att["first"][2] == 1 and att["first"].sum() == 2
+    assert att["all"][2] == 2 and att["all"][1] == 1
+    assert att["alone"][2] == 1 and att["alone"][1] == 0
+
+
+def test_null_threshold_turns_a_rule_off():
+    short = "Just a short sentence with the words of a tiny document."
+    on = evaluate(np.array([doc_stats(short)]), CleanConfig())
+    off = evaluate(np.array([doc_stats(short)]), CleanConfig(min_words=None))
+    j = RULE_NAMES.index("gopher_min_words_v1")
+    assert on[0, j] and not off[0, j]
