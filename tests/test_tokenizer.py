@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from pipeline.errors import DataError
 from pipeline.tokenizer import DEFAULT_SPECIALS, EOS, Tokenizer, load, save, train_bpe
 from pipeline.tokenizer.bpe import _bpe_long, _bpe_short
-from pipeline.tokenizer.pretokenize import compile_pattern, count_words, pretokenize
+from pipeline.tokenizer.pretokenize import (
+    COARSE,
+    GPT2_PATTERN,
+    WHITESPACE,
+    compile_pattern,
+    count_words,
+    pretokenize,
+)
 
 MIXED = [
     "Hello world! It's a test: they'll say 12345 apples cost $3.50.\n",
@@ -118,6 +125,25 @@ UNICODE = st.one_of(
     st.sampled_from([" ", "  ", "\t", "\r\n", "\n"]),
     st.sampled_from(["'s", "'ll", "123", "4567", "<|endoftext|>", "<|email|>", "<|", "|>"]),
 )
+
+
+def test_whitespace_class_equals_regex_backslash_s():
+    """The chunker's stdlib-`re` class must be exactly `regex`'s \\s, on every code point."""
+    import re
+
+    import regex
+
+    chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    assert re.findall(f"[{WHITESPACE}]", chars) == regex.findall(r"\s", chars)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(UNICODE, max_size=40).map("".join))
+def test_chunks_never_split_a_piece(text):
+    """findall(text) == findall over each coarse chunk: what makes the chunk cache exact."""
+    for pattern in (compile_pattern(), compile_pattern(GPT2_PATTERN)):
+        whole = pattern.findall(text)
+        assert whole == [p for c in COARSE.findall(text) for p in pattern.findall(c)]
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,10 +10,16 @@ and decoded back, so decode(encode(x)) == x for every Python str.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
-from pipeline.tokenizer.pretokenize import SPLIT_PATTERN, compile_pattern, special_splitter
+from pipeline.tokenizer.pretokenize import (
+    CHUNKABLE,
+    COARSE,
+    SPLIT_PATTERN,
+    compile_pattern,
+    special_splitter,
+)
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -22,30 +28,28 @@ PII_PLACEHOLDERS = ("<|email|>", "<|url|>", "<|ip|>", "<|phone|>", "<|key|>")
 DEFAULT_SPECIALS = (EOS, PAD, *PII_PLACEHOLDERS)
 MAX_CACHE_ENTRIES = 1 << 20  # ~100 MB worst case; the cache is cleared when it reaches this
 MAX_CACHED_PIECE = 256  # characters; longer pieces are rare and would bloat the cache
-SHORT_PIECE = 24  # bytes; shorter pieces use the simple O(n^2) loop, longer ones a heap
+SHORT_PIECE = 64  # bytes; shorter pieces use the O(n^2) list loop, longer ones a heap
+_INF = 1 << 62  # rank of a pair that is not a merge
 
 
 def _bpe_short(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[int]) -> list[int]:
-    """Merge the lowest-rank pair (all its left-to-right occurrences) until none is left."""
-    inf = len(merged)
-    while len(ids) > 1:
-        pairs = list(zip(ids, ids[1:], strict=False))
-        best = min(pairs, key=lambda p: ranks.get(p, inf))
-        rank = ranks.get(best, inf)
-        if rank == inf:
+    """Merge the lowest-rank pair, leftmost first, until none is left; O(n) per merge.
+
+    `rs[i]` is the rank of (ids[i], ids[i+1]); a merge only changes its two neighbours' ranks.
+    """
+    get = ranks.get
+    rs = [get(p, _INF) for p in zip(ids, ids[1:], strict=False)]
+    while rs:
+        r = min(rs)
+        if r == _INF:
             break
-        a, b = best
-        new = merged[rank]
-        out: list[int] = []
-        i, n = 0, len(ids)
-        while i < n:
-            if i + 1 < n and ids[i] == a and ids[i + 1] == b:
-                out.append(new)
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        ids = out
+        i = rs.index(r)
+        ids[i] = t = merged[r]
+        del ids[i + 1], rs[i]
+        if i < len(rs):
+            rs[i] = get((t, ids[i + 1]), _INF)
+        if i:
+            rs[i - 1] = get((ids[i - 1], t), _INF)
     return ids
 
 
@@ -79,14 +83,14 @@ def _bpe_long(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[in
 
 
 class _Cache(dict):
-    """piece -> token ids; a miss computes and stores (dict.__getitem__ stays in C on hits)."""
+    """text -> token ids; a miss calls `fn` and stores (dict.__getitem__ stays in C on hits)."""
 
-    def __init__(self, tok: Tokenizer):
+    def __init__(self, fn: Callable[[str], tuple[int, ...]]):
         super().__init__()
-        self.tok = tok
+        self.fn = fn
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
-        ids = self.tok.encode_piece(piece)
+        ids = self.fn(piece)
         if len(piece) <= MAX_CACHED_PIECE:
             if len(self) >= MAX_CACHE_ENTRIES:
                 self.clear()
@@ -131,7 +135,14 @@ class Tokenizer:
         self._identity = self.byte_ids == list(range(256))
         self._pat = compile_pattern(pattern)
         self._splitter = special_splitter(self.specials)
-        self._cache = _Cache(self)
+        self._cache = _Cache(self.encode_piece)  # piece -> ids
+        # chunk -> ids (a chunk is one or a few pieces, see pretokenize.COARSE)
+        self._chunks = _Cache(self._encode_chunk) if pattern in CHUNKABLE else None
+        self._split, self._lookup = (
+            (COARSE.findall, self._chunks.__getitem__)
+            if self._chunks is not None
+            else (self._pat.findall, self._cache.__getitem__)
+        )
 
     @property
     def eos_id(self) -> int:
@@ -144,16 +155,19 @@ class Tokenizer:
         fn = _bpe_short if len(ids) <= SHORT_PIECE else _bpe_long
         return tuple(fn(ids, self.ranks, self.merged_ids))
 
+    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        return tuple(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(chunk))))
+
     def encode_ordinary(self, text: str) -> list[int]:
         """Ids of `text` with special-token strings treated as plain text."""
-        return list(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(text))))
+        return list(chain.from_iterable(map(self._lookup, self._split(text))))
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`; occurrences of special-token strings become their single ids."""
-        if self._splitter is None:
-            return self.encode_ordinary(text)
+        if self._splitter is None or not any(s in text for s in self.specials):
+            return self.encode_ordinary(text)  # substring checks are far cheaper than a regex
         out: list[int] = []
-        get, findall = self._cache.__getitem__, self._pat.findall
+        get, findall = self._lookup, self._split
         for i, seg in enumerate(self._splitter.split(text)):
             if i % 2:
                 out.append(self.specials[seg])

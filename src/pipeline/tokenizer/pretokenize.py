@@ -8,6 +8,7 @@ first and never split. Nothing here knows about bytes or merges.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -18,6 +19,17 @@ import regex
 SPLIT_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 # The unmodified GPT-2 pattern, used by `ByteLevel(use_regex=True)` in files made elsewhere.
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+# `regex`'s \s (the Unicode White_Space set), spelled out for the stdlib `re`, whose own \s
+# also matches U+001C..U+001F. A test checks the two agree on every code point.
+WHITESPACE = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Coarse chunks: whitespace split exactly as the patterns above split it, and each run of
+# non-whitespace with its optional leading space. Both patterns above never put a piece across
+# a chunk boundary, so findall(text) == [p for c in chunks(text) for p in findall(c)] (tested),
+# and a cache keyed by chunk is exact. The stdlib `re` runs this ~2x faster than `regex` runs
+# the full pattern, and there are ~20% fewer chunks than pieces.
+COARSE = re.compile(rf"[{WHITESPACE}]+(?![^{WHITESPACE}])| ?[^{WHITESPACE}]+|[{WHITESPACE}]+")
+CHUNKABLE = (SPLIT_PATTERN, GPT2_PATTERN)  # patterns for which the chunk identity holds
 
 _COMPILED: dict[str, regex.Pattern] = {}
 

@@ -59,17 +59,20 @@ def _initial_pairs(
 
 
 def _merge_word(
-    w: list[int], a: int, b: int, new: int, c: int, delta: dict[Pair, int]
+    w: list[int], a: int, b: int, new: int, c: int, delta: dict[Pair, int], added: list[Pair]
 ) -> list[int] | None:
     """`w` with every left-to-right (a, b) replaced by `new`, or None if it holds no (a, b).
 
     Adds the pair-count changes (times the word's count c) to `delta`: around each merge the
-    pairs (left, a) and (b, right) disappear and (left, new), (new, right) appear. Chained
-    merges ("a b a b") correct themselves: the second merge's left is `new`, undoing the
-    (new, a) the first one added.
+    pairs (left, a) and (b, right) disappear and (left, new), (new, right) appear (the latter
+    also go to `added`). Chained merges ("a b a b") correct themselves: the second merge's left
+    is `new`, which undoes the (new, a) the first one added.
     """
+    n = len(w)
+    if n == 2:  # common: the whole word is the pair, no neighbours
+        return [new] if w[0] == a and w[1] == b else None
     out: list[int] = []
-    i, n = 0, len(w)
+    i = 0
     found = False
     index = w.index
     while True:
@@ -83,10 +86,12 @@ def _merge_word(
                 left = out[-1]
                 delta[(left, a)] -= c
                 delta[(left, new)] += c
+                added.append((left, new))
             if j + 2 < n:
                 right = w[j + 2]
                 delta[(b, right)] -= c
                 delta[(new, right)] += c
+                added.append((new, right))
             out.append(new)
             i = j + 2
             found = True
@@ -144,21 +149,21 @@ def _apply_merge(
     vocab: list[bytes],
 ) -> None:
     delta: dict[Pair, int] = defaultdict(int)
+    added: list[Pair] = []
     for wi in where.pop((a, b), ()):  # order is irrelevant: deltas add up
-        w = words[wi]
-        merged = _merge_word(w, a, b, new, wcounts[wi], delta)
-        if merged is None:  # stale index: an earlier merge already consumed the pair here
-            continue
-        words[wi] = merged
-        for p in zip(merged, merged[1:], strict=False):
-            if p[0] == new or p[1] == new:
+        # None: a stale index, an earlier merge already consumed the pair in this word
+        merged = _merge_word(words[wi], a, b, new, wcounts[wi], delta, added)
+        if merged is not None:
+            words[wi] = merged
+            for p in added:
                 where[p].add(wi)
+        added.clear()
     pair_counts.pop((a, b), None)
     push = heapq.heappush
     for p, d in delta.items():
         if d == 0 or p == (a, b):
             continue
-        cnt = pair_counts[p] + d
+        cnt = pair_counts.get(p, 0) + d
         if cnt <= 0:
             pair_counts.pop(p, None)
             continue

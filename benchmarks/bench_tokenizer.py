@@ -1,0 +1,282 @@
+"""Benchmark: our byte-level BPE vs Hugging Face `tokenizers` (BpeTrainer) and tiktoken.
+
+Same real text (/work/shared/corpora), same vocab (4096, 8192), all single-threaded
+(RAYON_NUM_THREADS=1, tiktoken one call per document). Reports training seconds, bytes/token on
+the training text and on held-out text, encode MB/s, and the ratios. Writes
+outputs/benchmarks/tokenizer.json. tiktoken is not a project dependency: `--setup` pip-installs
+it into .bench-venv-tokenizer/site (git-ignored), which this script puts on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["RAYON_NUM_THREADS"] = "1"  # before tokenizers starts its thread pool
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+import argparse  # noqa: E402
+import gzip  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / ".bench-venv-tokenizer" / "site"
+CORPORA = Path(os.environ.get("PIPELINE_CORPORA", "/work/shared/corpora"))
+OUT = ROOT / "outputs" / "benchmarks" / "tokenizer.json"
+sys.path[:0] = [str(ROOT / "src"), str(SITE)]
+
+from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, save, train_bpe  # noqa: E402
+from pipeline.tokenizer.pretokenize import (  # noqa: E402
+    SPLIT_PATTERN,
+    compile_pattern,
+    count_words,
+    special_splitter,
+)
+
+TRAIN_FILES = [
+    "tinystories/tinystories_sample.txt",
+    "wikitext-2-raw/wiki.test.raw",
+    "tinyshakespeare/input.txt",
+    "dolma_cc_web/CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz",
+    "tinystories_ru/1b5a9beb-4a00-4797-9667-adecd6d96bc3.jsonl",
+]
+HELDOUT_FILES = [
+    "tinystories/TinyStories-valid-reduced.txt",
+    "wikitext-2/valid.txt",
+    "reuters21578/reut2-001.sgm",
+    "dolma_cc_web/cc_en_head-0091.jsonl",
+]
+DOC_CHARS = 4000  # plain-text files are cut into documents of about this many characters
+
+
+def read_docs(rel: str) -> list[str]:
+    """Documents of one corpus file: JSONL records, TinyStories stories, or ~4 kB chunks."""
+    path = CORPORA / rel
+    raw = (
+        gzip.open(path, "rt", encoding="utf-8")
+        if rel.endswith(".gz")
+        else open(path, encoding="utf-8", newline="")
+    )
+    with raw as f:
+        text = f.read()
+    if ".jsonl" in rel:
+        recs = [json.loads(line) for line in text.split("\n") if line.strip()]
+        return [r.get("text") or r.get("story") or "" for r in recs]
+    if "tinystories" in rel:
+        return [d for d in text.split("<|endoftext|>") if d.strip()]
+    docs, cur = [], []
+    size = 0
+    for para in text.split("\n\n"):
+        cur.append(para)
+        size += len(para)
+        if size >= DOC_CHARS:
+            docs.append("\n\n".join(cur))
+            cur, size = [], 0
+    if cur:
+        docs.append("\n\n".join(cur))
+    return docs
+
+
+def nbytes(docs: list[str]) -> int:
+    return sum(len(d.encode("utf-8")) for d in docs)
+
+
+def interleaved(fns: dict, repeats: int) -> tuple[dict[str, float], dict]:
+    """Median seconds per candidate, the candidates run in turn each round (the machine is
+    shared, so load drifts; interleaving spreads it evenly), plus each one's last result."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    last = {}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            last[k] = fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}, last
+
+
+def train_ours(docs: list[str], vocab_size: int) -> Tokenizer:
+    counts = count_words(docs, compile_pattern(), special_splitter(DEFAULT_SPECIALS))
+    res = train_bpe(counts, vocab_size - 256 - len(DEFAULT_SPECIALS), min_frequency=2)
+    return Tokenizer(res.merges)
+
+
+def train_hf(docs: list[str], vocab_size: int, same_split: bool):
+    from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    tok = HFTokenizer(models.BPE())
+    if same_split:  # our pattern (digits in runs <= 3), exactly as in our tokenizer.json
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    else:  # stock ByteLevel: GPT-2's pattern
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        show_progress=False,
+        special_tokens=list(DEFAULT_SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(docs, trainer=trainer)
+    return tok
+
+
+def tiktoken_from(tok: Tokenizer):
+    import tiktoken
+
+    ranks = {tok.id_bytes[i]: i for i in range(256 + len(tok.merges))}  # rank == our id
+    return tiktoken.Encoding(
+        name="ours", pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=dict(tok.specials)
+    )
+
+
+def bench_train(
+    vocab: int, train: list[str], held: list[str], repeats: int
+) -> tuple[dict, Tokenizer]:
+    secs, toks = interleaved(
+        {
+            "ours": lambda: train_ours(train, vocab),
+            "hf_same_split": lambda: train_hf(train, vocab, same_split=True),
+            "hf_bytelevel": lambda: train_hf(train, vocab, same_split=False),
+        },
+        repeats,
+    )
+    ours = toks["ours"]
+    bpt = {}
+    for split, docs in (("train", train), ("heldout", held)):
+        bpt[f"ours_{split}"] = nbytes(docs) / sum(len(ours.encode(d)) for d in docs)
+        for k in ("hf_same_split", "hf_bytelevel"):
+            n = sum(len(e.ids) for e in toks[k].encode_batch(docs))
+            bpt[f"{k}_{split}"] = nbytes(docs) / n
+    out = {
+        "train_seconds": secs,
+        "train_ratio_ours_over_hf_same_split": secs["ours"] / secs["hf_same_split"],
+        "train_ratio_ours_over_hf_bytelevel": secs["ours"] / secs["hf_bytelevel"],
+        "bytes_per_token": bpt,
+        "bytes_per_token_gap_vs_hf": {  # ours / HF - 1; positive = ours compresses better
+            f"{k}_{split}": bpt[f"ours_{split}"] / bpt[f"{k}_{split}"] - 1
+            for k in ("hf_same_split", "hf_bytelevel")
+            for split in ("train", "heldout")
+        },
+    }
+    return out, ours
+
+
+def bench_encode(ours: Tokenizer, docs: list[str], repeats: int) -> dict:
+    """All three encode with our merges: HF loads our tokenizer.json, tiktoken gets our ranks."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        save(ours, Path(tmp) / "tokenizer.json")
+        hf = HFTokenizer.from_file(str(Path(tmp) / "tokenizer.json"))
+    enc = tiktoken_from(ours)
+    warm = Tokenizer(ours.merges)
+    [warm.encode(d) for d in docs]
+
+    def cold():  # a fresh tokenizer: the per-chunk and per-piece caches start empty
+        t = Tokenizer(ours.merges)
+        return [t.encode(d) for d in docs]
+
+    secs, last = interleaved(
+        {
+            "ours_cold_cache": cold,
+            "ours_warm_cache": lambda: [warm.encode(d) for d in docs],
+            "hf_encode_batch": lambda: hf.encode_batch(docs),
+            "tiktoken": lambda: [enc.encode(d, allowed_special="all") for d in docs],
+        },
+        repeats,
+    )
+    mb = nbytes(docs) / 1e6
+    mbs = {k: mb / v for k, v in secs.items()}
+    ids = last["ours_cold_cache"]
+    same_hf = sum(a == b.ids for a, b in zip(ids, last["hf_encode_batch"], strict=True))
+    same_tt = sum(a == b for a, b in zip(ids, last["tiktoken"], strict=True))
+    return {
+        "encode_mb": round(mb, 3),
+        "encode_mb_per_s": mbs,
+        "encode_ratio_ours_cold_over_hf": mbs["ours_cold_cache"] / mbs["hf_encode_batch"],
+        "encode_ratio_ours_warm_over_hf": mbs["ours_warm_cache"] / mbs["hf_encode_batch"],
+        "encode_ratio_ours_cold_over_tiktoken": mbs["ours_cold_cache"] / mbs["tiktoken"],
+        "encode_ratio_ours_warm_over_tiktoken": mbs["ours_warm_cache"] / mbs["tiktoken"],
+        "ids_identical_docs_fraction": {"hf": same_hf / len(docs), "tiktoken": same_tt / len(docs)},
+    }
+
+
+def bench_vocab(vocab: int, train: list[str], held: list[str], repeats: int) -> dict:
+    out: dict = {"vocab_size": vocab, "train_mb": round(nbytes(train) / 1e6, 3)}
+    tr, ours = bench_train(vocab, train, held, repeats)
+    out.update(tr)
+    out.update(bench_encode(ours, train + held, repeats))
+    return out
+
+
+def setup() -> None:
+    SITE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(SITE),
+            "tiktoken",
+        ],
+        check=True,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--setup", action="store_true", help="install tiktoken into the bench dir")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--vocab", type=int, nargs="+", default=[4096, 8192])
+    args = ap.parse_args()
+    if args.setup:
+        setup()
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError:
+        sys.exit("tiktoken missing: run `python benchmarks/bench_tokenizer.py --setup` once")
+    train = [d for f in TRAIN_FILES for d in read_docs(f)]
+    held = [d for f in HELDOUT_FILES for d in read_docs(f)]
+    results = []
+    for v in args.vocab:
+        r = bench_vocab(v, train, held, args.repeats)
+        print(json.dumps(r, indent=1), flush=True)
+        results.append(r)
+    import tiktoken
+    import tokenizers
+
+    out = {
+        "benchmark": "tokenizer",
+        "repeats": args.repeats,
+        "threads": 1,
+        "python": sys.version.split()[0],
+        "tokenizers": tokenizers.__version__,
+        "tiktoken": tiktoken.__version__,
+        "train_files": TRAIN_FILES,
+        "heldout_files": HELDOUT_FILES,
+        "train_docs": len(train),
+        "heldout_docs": len(held),
+        "results": results,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
