@@ -174,20 +174,21 @@ def hashed_features(texts: list[str], dims: int, hash_seed: int, max_chars: int)
 
     Each distinct word is hashed once per call (xxh64), so cost is one dict lookup per token.
     """
-    vocab: dict[str, int] = {}
-    ids: list[int] = []
+    tokens: list[str] = []
     lengths = np.zeros(len(texts), np.int64)
     for i, text in enumerate(texts):
         toks = _FEATURE_TOKEN.findall(text[:max_chars].lower())
         lengths[i] = len(toks)
-        ids.extend([vocab.setdefault(t, len(vocab)) for t in toks])
+        tokens.extend(toks)
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(tokens))}  # C-speed dedup, then ids
+    ids = np.fromiter(map(vocab.__getitem__, tokens), np.int64, count=len(tokens))
     digest = xxhash.xxh64_intdigest
     words = np.fromiter(
         (digest(w.encode("utf-8", "surrogatepass"), hash_seed) for w in vocab),
         np.uint64,
         count=len(vocab),
     )
-    tok = words[np.asarray(ids, np.int64)]
+    tok = words[ids]
     doc = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     same = doc[:-1] == doc[1:]  # bigrams never cross a document boundary
     with np.errstate(over="ignore"):

@@ -57,7 +57,11 @@ def train(
 ) -> tuple[Model, list[float]]:
     """Fit on rows X / stats [n, k] with labels y (1 = good, 0 = bad); returns the model and the
     training loss every 10 steps."""
-    n, dims = X.num_rows, X.num_cols
+    n, full_dims = X.num_rows, X.num_cols
+    # Only buckets some training row uses can move away from 0 (the rest see only the L2 pull
+    # towards 0), so train in that compressed column space: same weights, ~5x less work.
+    used, cols = np.unique(X.indices, return_inverse=True)
+    dims = len(used)
     mean = stats.astype(np.float64).mean(axis=0)
     std = stats.astype(np.float64).std(axis=0)
     std = np.where(std > 1e-6, std, 1.0)  # a constant statistic keeps weight ~0, no division by 0
@@ -65,7 +69,7 @@ def train(
     y = y.astype(np.float64)
     pos = max(float(y.sum()), 1.0)
     sample_w = np.where(y > 0.5, 0.5 / pos, 0.5 / max(n - pos, 1.0))  # classes weigh 1/2 each
-    rows, data, cols = X.row_ids(), X.data.astype(np.float64), X.indices
+    rows, data = X.row_ids(), X.data.astype(np.float64)
     k = z.shape[1]
     theta = np.zeros(dims + k + 1)  # [hashed | stats | bias]
     m, v = np.zeros_like(theta), np.zeros_like(theta)
@@ -91,8 +95,10 @@ def train(
         v = b2 * v + (1 - b2) * grad * grad
         step_size = params.learning_rate * np.sqrt(1 - b2**step) / (1 - b1**step)
         theta -= step_size * m / (np.sqrt(v) + eps)
+    w_hashed = np.zeros(full_dims, np.float32)
+    w_hashed[used] = theta[:dims]
     model = Model(
-        theta[:dims].astype(np.float32),
+        w_hashed,
         theta[dims : dims + k].copy(),
         float(theta[-1]),
         mean,
