@@ -60,7 +60,8 @@ def _read(out: Path, pattern: str) -> list[dict]:
     return rows
 
 
-def test_worked_example_clusters(tmp_path):
+@pytest.mark.parametrize("verify", ["exact", "estimate"])
+def test_worked_example_clusters(tmp_path, verify):
     """a; b = a verbatim; c = a with one of 60 words replaced (trigrams: 55 shared of 61 -> J 0.90);
     d unrelated; e = d with different whitespace (exact after normalisation); f unrelated.
     Expected: b exact_dup and c near_dup of cluster 0 (a's index); e exact_dup of cluster 3."""
@@ -71,7 +72,7 @@ def test_worked_example_clusters(tmp_path):
     e = "  " + d.replace(" ", "\n", 5) + "\n"
     texts = [a, a, c, d, e, f]
     table = docs_table([f"d{i}" for i in range(6)], texts, ["t"] * 6)
-    res, out = _run_parts(tmp_path, [table.slice(0, 3), table.slice(3)], ngram=3)
+    res, out = _run_parts(tmp_path, [table.slice(0, 3), table.slice(3)], ngram=3, verify=verify)
     kept = _read(out, "part-*.parquet")
     rej = _read(out, "rejected/part-*.parquet")
     assert [r["id"] for r in kept] == ["d0", "d3", "d5"]

@@ -20,7 +20,7 @@ import xxhash
 from pipeline.dedup import cluster as cl
 from pipeline.dedup.bloom import BloomFilter, bloom_size
 from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
-from pipeline.dedup.minhash import minhash_texts
+from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
 from pipeline.dedup.unionfind import components
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import part_name, read_table, text_bytes, write_table
@@ -45,9 +45,10 @@ class DedupConfig:
     bands: int | None = bounded(None, ge=1)  # LSH bands; None = optimal for threshold
     rows: int | None = bounded(None, ge=1)  # signature values per band; set together with bands
     fn_weight: float = bounded(0.9, ge=0.0, le=1.0)  # weight of missed pairs vs false candidates
-    keep: Literal["first", "longest", "quality"] = "first"  # which cluster member survives
+    verify: Literal["exact", "estimate"] = "exact"  # candidate check: shingle sets or signatures
+    keep: Literal["first", "longest", "quality"] = "first"  # cluster member that survives
     seed: int | None = None  # MinHash seed; None = this stage's seed (from the recipe seed)
-    batch_docs: int = bounded(2000, ge=1)  # documents hashed per numpy batch inside a part
+    batch_docs: int = bounded(250, ge=1)  # documents per numpy batch: temporaries stay cache-sized
     num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
 
     def validate(self, path: str) -> None:
@@ -209,11 +210,41 @@ def _near(
         for e in ctx.executor.map(band_task, keys, desc="dedup: bands"):
             edge_lists.append(e if cand is None else cand[e].astype(np.int64))
     pairs = cl.unique_pairs(edge_lists, n)
-    ok = cl.verify(sig, pairs, cfg.threshold)
-    stats.update({"candidate_pairs": len(pairs), "verified_pairs": int(ok.sum())})
+    if cfg.verify == "exact":
+        sets = _candidate_sets(cfg, ctx, g, np.unique(pairs))
+        ok = exact_jaccard(sets, pairs) >= cfg.threshold - 1e-12
+    else:
+        ok = cl.verify(sig, pairs, cfg.threshold)
+    stats.update(
+        {"verify": cfg.verify, "candidate_pairs": len(pairs), "verified_pairs": int(ok.sum())}
+    )
     base = 4 * cfg.num_perm + 4 * ("length" in g or "quality" in g) + 1
     g["peak_bytes"] = max(g["peak_bytes"], n * base + num_cand * 4 + num_cand * (8 * group + 17))
     return pairs[ok]
+
+
+def _sets_part(item: tuple[Path, np.ndarray], ngram: int, seed: int) -> list[np.ndarray]:
+    path, rows = item
+    texts = read_table(path, columns=["text"]).column("text").take(pa.array(rows)).to_pylist()
+    return shingle_sets(texts, ngram, seed)
+
+
+def _candidate_sets(
+    cfg: DedupConfig, ctx: StageContext, g: dict[str, Any], docs: np.ndarray
+) -> dict[int, np.ndarray]:
+    """Shingle sets of the documents in candidate pairs only (re-read from their parts)."""
+    offsets = g["offsets"]
+    part_of = np.searchsorted(offsets, docs, side="right") - 1
+    items, owners = [], []
+    for i in np.unique(part_of).tolist():
+        mine = docs[part_of == i]
+        items.append((ctx.input_parts[i], mine - offsets[i]))
+        owners.append(mine)
+    fn = functools.partial(_sets_part, ngram=cfg.ngram, seed=g["seed"])
+    sets = {}
+    for mine, res in zip(owners, ctx.executor.map(fn, items, desc="dedup: verify"), strict=True):
+        sets.update(zip(mine.tolist(), res, strict=True))
+    return sets
 
 
 # ---------------------------------------------------------------- map 2: write
