@@ -64,6 +64,17 @@ NORMALIZE_COUNTERS = (
 )
 
 
+_CONTROL_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+
+
+def _may_have_control(text: str) -> bool:
+    """ASCII: a C-speed bytes.translate check (the regex costs ~30 ns/char); else True."""
+    if not text.isascii():
+        return True
+    data = text.encode("ascii")
+    return len(data.translate(None, _CONTROL_BYTES)) != len(data)
+
+
 def strip_html(text: str) -> str:
     """Drop script/style blocks and comments, turn block tags into newlines, drop inline tags,
     unescape entities. Text without '<' or '&' is returned unchanged."""
@@ -111,7 +122,7 @@ def normalize_text(text: str, opts: NormalizeOptions) -> tuple[str, list[int]]:
         text = new
     if "\r" in text:
         text = _CR_RE.sub("\n", text)
-    if opts.remove_control:
+    if opts.remove_control and _may_have_control(text):
         new = _CONTROL_RE.sub("", text)
         counts[0] |= int(len(new) != len(text))
         text = new

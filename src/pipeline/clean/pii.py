@@ -127,14 +127,23 @@ def _sub(pattern: re.Pattern[str], text: str, kind: str, check) -> tuple[str, in
     return pattern.sub(repl, text), count
 
 
-def redact(text: str, kinds: tuple[str, ...] = PII_KINDS) -> tuple[str, dict[str, int]]:
-    """Replace PII of the given kinds by placeholders; returns (text, replacements per kind)."""
+def redact(
+    text: str,
+    kinds: tuple[str, ...] = PII_KINDS,
+    max_word_length: int | None = None,
+    has_digits: bool = True,
+) -> tuple[str, dict[str, int]]:
+    """Replace PII of the given kinds by placeholders; returns (text, replacements per kind).
+
+    Hints from the document's statistics skip regexes that cannot match: every key shape is a
+    run of >= 20 non-space chars, and IPv4 addresses and phone numbers need digits.
+    """
     counts = dict.fromkeys(kinds, 0)
     if "url" in kinds and ("://" in text or "www." in text.lower()):
         text, counts["url"] = _sub(_URL_RE, text, "url", None)
     if "email" in kinds and "@" in text:
         text, counts["email"] = _sub(_EMAIL_RE, text, "email", None)
-    if "key" in kinds:
+    if "key" in kinds and (max_word_length is None or max_word_length >= 20):
         text, n1 = _sub(_KEY_RE, text, "key", None)
         text, n2 = _sub(_LONG_KEY_RE, text, "key", lambda m: _is_long_key(m.group(0)))
         counts["key"] = n1 + n2
@@ -142,9 +151,9 @@ def redact(text: str, kinds: tuple[str, ...] = PII_KINDS) -> tuple[str, dict[str
         n6 = n4 = 0
         if "::" in text or text.count(":") >= 5:
             text, n6 = _sub(_IPV6_RE, text, "ip", lambda m: _is_ipv6(m.group(0)))
-        if "." in text:
+        if has_digits and "." in text:
             text, n4 = _sub(_IPV4_RE, text, "ip", _is_ipv4)
         counts["ip"] = n6 + n4
-    if "phone" in kinds:
+    if "phone" in kinds and has_digits:
         text, counts["phone"] = _sub(_PHONE_RE, text, "phone", lambda m: _is_phone(m.group(0)))
     return text, counts

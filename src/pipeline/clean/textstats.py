@@ -212,49 +212,51 @@ def _find_duplicates(items: list[str]) -> tuple[int, int]:
     return dup, dup_chars
 
 
-def _ngram_runs(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stable sort of n-gram hashes: (order, run starts into order, run lengths)."""
-    order = np.argsort(g, kind="stable")
-    s = g[order]
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    lengths = np.diff(np.concatenate((starts, [len(g)])))
-    return order, starts, lengths
-
-
-def _top_ngram_chars(g: np.ndarray, runs: tuple, cum_len: np.ndarray, n: int) -> int:
+def _top_ngram_chars(g: np.ndarray, s: np.ndarray, cum_len: np.ndarray, n: int) -> int:
     """Chars of the most frequent n-gram (words joined by spaces) times its count.
 
-    Ties go to the n-gram seen first, as Counter.most_common in datatrove's port does.
+    `s` is g sorted. Ties go to the n-gram seen first, as Counter.most_common does in datatrove.
     """
-    order, starts, lengths = runs
-    best = int(lengths.max())
-    i = int(order[starts[lengths == best]].min())  # stable sort: run start = first occurrence
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    if len(starts) == len(s):
+        best, i = 1, 0
+    else:
+        lengths = np.diff(np.concatenate((starts, [len(s)])))
+        best = int(lengths.max())
+        vals = s[starts[lengths == best]]
+        i = int(np.flatnonzero(np.isin(g, vals))[0])
     return best * int(cum_len[i + n] - cum_len[i] + n - 1)
 
 
-def _dup_ngram_chars(g: np.ndarray, runs: tuple, cum_len: np.ndarray, n: int) -> int:
+def _dup_ngram_chars(g: np.ndarray, cum_len: np.ndarray, n: int) -> int:
     """Gopher's duplicated n-gram chars, exactly as datatrove's left-to-right scan: a position
     whose n-gram was seen at an earlier *visited* position counts its n words' chars and skips
-    them (skipped positions are not visited). Only repeat positions are looked at here."""
-    order, starts, lengths = runs
-    if lengths.max() == 1:
+    them (skipped positions are not visited). Only positions of repeated n-grams are looked at.
+    """
+    order = np.argsort(g, kind="stable")
+    s = g[order]
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    lengths = np.diff(np.concatenate((starts, [len(s)])))
+    multi = lengths > 1
+    if not multi.any():
         return 0
-    run_of = np.repeat(np.arange(len(starts)), lengths)  # run index of order[k]
-    rank = np.empty(len(g), np.int64)
-    rank[order] = np.arange(len(g))  # where position i sits in order
-    cand = np.sort(order[np.concatenate(([False], run_of[1:] == run_of[:-1]))])
-    order_l, start_l = order.tolist(), starts.tolist()
-    rank_l, run_l = rank.tolist(), run_of.tolist()
-    cl = cum_len.tolist()
+    pos = order[np.repeat(multi, lengths)]  # grouped by n-gram, ascending inside a group
+    gid = np.repeat(np.arange(int(multi.sum())), lengths[multi])
+    first = np.concatenate(([True], gid[1:] != gid[:-1]))
+    cand = np.flatnonzero(~first)
+    cand = cand[np.argsort(pos[cand], kind="stable")]  # later occurrences, by position
+    pos_l, gid_l = pos.tolist(), gid.tolist()
+    gstart_l = np.flatnonzero(first).tolist()
+    chars = (cum_len[pos + n] - cum_len[pos]).tolist()
     skipped = bytearray(len(g))
-    total, skip_until = 0, 0
-    for c in cand.tolist():
+    total = skip_until = 0
+    for k in cand.tolist():
+        c = pos_l[k]
         if c < skip_until:
             continue  # not visited: neither counted nor added to the seen set
-        r = rank_l[c]
-        for k in range(start_l[run_l[r]], r):  # earlier occurrences, ascending
-            if not skipped[order_l[k]]:
-                total += cl[c + n] - cl[c]
+        for e in range(gstart_l[gid_l[k]], k):  # earlier occurrences of the same n-gram
+            if not skipped[pos_l[e]]:
+                total += chars[k]
                 skip_until = c + n
                 skipped[c + 1 : c + n] = b"\x01" * (n - 1)
                 break
@@ -298,12 +300,13 @@ def _word_stats(text: str, cp: np.ndarray, cls: np.ndarray, out: np.ndarray) -> 
         if n_tok < k:
             break
         g = g[:-1] * _NGRAM_MUL + h[k - 1 :]  # hash of the k-gram starting at each word
-        runs = _ngram_runs(g)
+        srt = np.sort(g)
+        repeats = bool((srt[1:] == srt[:-1]).any())
         if k in TOP_NGRAMS:
-            out[STAT_INDEX[f"top_{k}gram_chars_frac"]] = _top_ngram_chars(g, runs, cum_len, k) / n
-        else:
-            out[STAT_INDEX[f"dup_{k}gram_chars_frac"]] = _dup_ngram_chars(g, runs, cum_len, k) / n
-        if runs[2].max() == 1 and k >= min(DUP_NGRAMS) - 1:
+            out[STAT_INDEX[f"top_{k}gram_chars_frac"]] = _top_ngram_chars(g, srt, cum_len, k) / n
+        elif repeats:
+            out[STAT_INDEX[f"dup_{k}gram_chars_frac"]] = _dup_ngram_chars(g, cum_len, k) / n
+        if not repeats and k >= min(DUP_NGRAMS) - 1:
             break  # no repeated k-gram: no repeated longer one either
     return lengths
 

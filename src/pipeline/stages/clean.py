@@ -21,7 +21,7 @@ import pyarrow as pa
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
 from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
-from pipeline.clean.textstats import NUM_STATS, SCRIPTS, doc_stats, dominant_script
+from pipeline.clean.textstats import NUM_STATS, SCRIPTS, STAT_INDEX, doc_stats, dominant_script
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import part_name, read_table, text_bytes, write_table
 from pipeline.recipe import bounded
@@ -139,8 +139,13 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
     pii: Counter[str] = Counter(dict.fromkeys(cfg.redact_pii, 0))
     if cfg.redact_pii:
         kinds = tuple(cfg.redact_pii)
+        longest, digits = (
+            stats[:, STAT_INDEX["max_word_length"]],
+            stats[:, STAT_INDEX["digit_chars_frac"]],
+        )
         for i in np.flatnonzero(keep):
-            out_texts[i], counts = redact(out_texts[i], kinds)
+            hint = None if np.isnan(longest[i]) else int(longest[i])
+            out_texts[i], counts = redact(out_texts[i], kinds, hint, not digits[i] == 0)
             pii.update(counts)
     return CleanedBatch(out_texts, keep, fails, stats, norm_counts, dict(pii), scripts)
 
