@@ -12,8 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import make_recipe, run_stages
+from pipeline.cli import main
 from pipeline.errors import DataError, RecipeError
 from pipeline.executor import Executor
+from pipeline.inspect import inspect_cluster
 from pipeline.io import docs_table, read_table, write_table
 from pipeline.stage import StageContext
 from pipeline.stages.dedup import DedupConfig, run
@@ -203,3 +205,14 @@ def test_bloom_mode_removes_exact_dups(tmp_path):
 def test_recipe_errors(tmp_path, block, match):
     with pytest.raises(RecipeError, match=match):
         make_recipe(tmp_path, {"download": {"source": "toy"}, "dedup": block})
+
+
+def test_inspect_shows_a_cluster_side_by_side(tmp_path):
+    a = _doc(10)
+    words = a.split()
+    words[20] = "zzzz"
+    table = docs_table(["keep-me", "near-me", "other"], [a, " ".join(words), _doc(11)], ["t"] * 3)
+    _run_parts(tmp_path, [table], ngram=3)
+    text = inspect_cluster(tmp_path, "out", 0, chars=1000)
+    assert "keep-me (kept)" in text and "near-me (near_dup)" in text and "[zzzz]" in text
+    assert main(["inspect", str(tmp_path), "--stage", "out", "--cluster", "5"]) == 1

@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path)
     p.add_argument("--stage", required=True)
     p.add_argument("--reason", help="only documents rejected for this reason (rule name)")
+    p.add_argument("--cluster", type=int, help="dedup: show this cluster's documents side by side")
     p.add_argument("-n", type=int, default=5, help="how many examples")
     p.add_argument("--chars", type=int, default=300, help="characters of text to show")
     _common(p)
@@ -149,8 +150,11 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from pipeline.inspect import inspect_rejected
+    from pipeline.inspect import inspect_cluster, inspect_rejected
 
+    if args.cluster is not None:
+        print(inspect_cluster(args.run_dir, args.stage, args.cluster, args.chars))
+        return 0
     print(inspect_rejected(args.run_dir, args.stage, args.reason, args.n, args.chars))
     return 0
 

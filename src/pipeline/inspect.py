@@ -1,10 +1,14 @@
-"""`pipeline inspect`: look at what a stage rejected, and why."""
+"""`pipeline inspect`: look at what a stage rejected, and why; or one dedup cluster side by side."""
 
 from __future__ import annotations
 
+import difflib
+import itertools
+import textwrap
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import PipelineError
@@ -38,3 +42,46 @@ def inspect_rejected(run_dir: Path, stage: str, reason: str | None, n: int, char
         )
     head = "reasons: " + ", ".join(f"{k}={v}" for k, v in counts.most_common())
     return "\n".join([head, *shown])
+
+
+def _marked(base: list[str], other: list[str]) -> str:
+    """`other` with the words that differ from `base` wrapped in [brackets]."""
+    out: list[str] = []
+    sm = difflib.SequenceMatcher(a=base, b=other, autojunk=False)
+    for op, _, _, j1, j2 in sm.get_opcodes():
+        words = other[j1:j2]
+        out += words if op == "equal" else [f"[{w}]" for w in words]
+    return " ".join(out)
+
+
+def inspect_cluster(run_dir: Path, stage: str, cluster: int, chars: int, width: int = 60) -> str:
+    """Members of one dedup cluster side by side: the kept document, then each removed one,
+    with the words that differ from the kept one in [brackets]."""
+    folder = Path(run_dir) / stage
+    parts = sorted(folder.glob("part-*.parquet")) + sorted(folder.glob("rejected/part-*.parquet"))
+    rows = []
+    for part in parts:
+        table = pq.read_table(part)
+        if "cluster" not in table.column_names:
+            raise PipelineError(f"{part}: no `cluster` column (is {stage} a dedup stage?)")
+        hit = table.filter(pc.equal(table["cluster"], cluster)).to_pylist()
+        rows += hit
+    if not rows:
+        raise PipelineError(f"no document of {folder} is in cluster {cluster}")
+    rows.sort(key=lambda r: bool(r.get("reasons")))  # the kept one first
+    base = rows[0]["text"][:chars].split()
+    cols = []
+    for i, r in enumerate(rows):
+        words = r["text"][:chars].split()
+        body = " ".join(words) if i == 0 else _marked(base, words)
+        tag = ",".join(r.get("reasons") or ["kept"])
+        cols.append([f"{r['id']} ({tag})", "-" * width, *textwrap.wrap(body, width)])
+    lines = [f"cluster {cluster}: {len(rows)} documents"]
+    for k in range(1, len(cols)):  # kept | removed, one block per removed document
+        pair = (cols[0], cols[k])
+        for a, b in itertools.zip_longest(*pair, fillvalue=""):
+            lines.append(f"{a:<{width}} | {b}")
+        lines.append("")
+    if len(cols) == 1:
+        lines += cols[0]
+    return "\n".join(lines).rstrip()
