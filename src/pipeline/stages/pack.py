@@ -122,8 +122,9 @@ def read_meta(tokenize_dir: Path | None) -> dict[str, Any]:
     return meta
 
 
-def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[str]]:
-    """One part's num_tokens (int64) and sources, checked against its token array."""
+def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """One part's num_tokens (int64) and sources (names + int32 code per document), checked
+    against its token array. Codes keep driver memory at ~12 B per document."""
     tokens_path, docs_path = pair
     table = read_table(docs_path, columns=["num_tokens", "source"])
     lengths = table.column("num_tokens").to_numpy().astype(np.int64)
@@ -140,7 +141,9 @@ def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[
             f"sum(num_tokens) = {int(lengths.sum())} but "
             f"{tokens_path.name} holds {len(tokens)} tokens",
         )
-    return lengths, table.column("source").to_pylist()
+    enc = table.column("source").combine_chunks().dictionary_encode()
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    return lengths, enc.dictionary.to_pylist(), codes
 
 
 # ---------------------------------------------------------------- output
@@ -193,16 +196,16 @@ def _jobs(
 # ---------------------------------------------------------------- run
 
 
-def _pack_all(cfg: PackConfig, lengths: np.ndarray, sources: np.ndarray, seed: int):
+def _pack_all(cfg: PackConfig, lengths: np.ndarray, codes: np.ndarray, names: list[str], seed: int):
     """Pack each source group (or all documents); returns global item arrays and bin sources."""
-    groups = sorted(set(sources.tolist())) if cfg.by_source else [None]
+    groups = list(range(len(names))) if cfg.by_source else [None]
     cols: dict[str, list[np.ndarray]] = {
         k: [] for k in ("doc", "offset", "len", "bin", "pos", "seg")
     }
     bin_source: list[str] = []
     num_bins = docs_split = concat_split = 0
     for g, name in enumerate(groups):
-        idx = np.flatnonzero(sources == name) if name is not None else np.arange(len(lengths))
+        idx = np.flatnonzero(codes == name) if name is not None else np.arange(len(lengths))
         pk = pack_lengths(lengths[idx], cfg.seq_len, cfg.strategy, seed + g)
         for key, arr in (
             ("doc", idx[pk.item_doc]),
@@ -214,7 +217,7 @@ def _pack_all(cfg: PackConfig, lengths: np.ndarray, sources: np.ndarray, seed: i
         ):
             cols[key].append(arr)
         first = np.searchsorted(pk.item_bin, np.arange(pk.num_bins))
-        bin_source += sources[idx[pk.item_doc[first]]].tolist()
+        bin_source += [names[c] for c in codes[idx[pk.item_doc[first]]].tolist()]
         num_bins += pk.num_bins
         docs_split += pk.docs_split()
         order = np.random.default_rng(seed + g).permutation(len(idx))  # concat's own order
@@ -232,11 +235,19 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     pairs = group_parts(ctx.input_parts)
     read = ctx.executor.map(partial(read_lengths, dtype=meta["dtype"]), pairs, desc="pack lengths")
     lengths = np.concatenate([r[0] for r in read]) if read else np.zeros(0, np.int64)
-    sources = np.array([s for r in read for s in r[1]], dtype=object)
+    names = sorted({n for r in read for n in r[1]})
+    rank = {n: i for i, n in enumerate(names)}
+    codes = (
+        np.concatenate(  # part-local dictionary codes -> codes into the sorted `names`
+            [np.array([rank[n] for n in r[1]], np.int32)[r[2]] for r in read]
+        )
+        if read
+        else np.zeros(0, np.int32)
+    )
     doc_part = np.repeat(np.arange(len(read)), [len(r[0]) for r in read])
     doc_start = np.concatenate([np.cumsum(r[0]) - r[0] for r in read]) if read else lengths
     items, bin_source, num_bins, docs_split, concat_split = _pack_all(
-        cfg, lengths, sources, ctx.seed
+        cfg, lengths, codes, names, ctx.seed
     )
     # per item: where its tokens are (part, start) and where they go
     items["part"] = doc_part[items["doc"]]
