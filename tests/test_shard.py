@@ -163,3 +163,20 @@ def test_recipe_end_to_end_through_tokenize(tmp_path):
         assert meta["num_samples"] == len(ids) > 0 and ids.shape[1] == 128
         assert (ids[seg == 0] == meta["pad_id"]).all()
     assert digests[0] == digests[1]
+
+
+def test_shuffle_command_on_stage_output_keeps_metadata(tmp_path):
+    from pipeline.shuffle import shuffle_shards
+
+    run_dir = packed_run(tmp_path)
+    _, out = run_shard(run_dir, {"shard_size": 9, "eval_fraction": 0.1})
+    meta = shuffle_shards(out, tmp_path / "reshuffled", 4, seed=3)
+    before, ids, _ = read_split(out / "train")
+    after, ids2, _ = read_split(tmp_path / "reshuffled" / "train")
+    assert after == meta and after["seed"] == 3 and after["shard_size"] == 4
+    assert after["tokenizer_sha256"] == before["tokenizer_sha256"]
+    assert sorted(map(bytes, ids)) == sorted(map(bytes, ids2))
+    assert not np.array_equal(ids, ids2)
+    assert (tmp_path / "reshuffled" / "eval" / "metadata.json").read_bytes() == (
+        out / "eval" / "metadata.json"
+    ).read_bytes()

@@ -203,3 +203,17 @@ def test_quality_worked_example():
     q.add(np.array([1, 1]), np.array([1, 0]))
     r = q.result()
     assert r["spearman"] == -1.0 and r["max_share_deviation_samples"] == 1.0
+
+
+def test_shard_stage_folder_layout(tmp_path):
+    """A folder with train/ and eval/ (the shard stage's): train/ is shuffled into out/train."""
+    make_shards(tmp_path / "in" / "train", [9, 2, 30])
+    make_shards(tmp_path / "in" / "eval", [4])
+    meta = shuffle_shards(tmp_path / "in", tmp_path / "out", 10, 1)
+    got, data = read_all(tmp_path / "out" / "train")
+    assert got == meta and meta["shard_sizes"] == [10, 10, 10, 10, 1]
+    assert sorted(data["input_ids"][:, 0].tolist()) == list(range(41))
+    assert sorted(p.name for p in (tmp_path / "out" / "eval").iterdir()) == sorted(
+        p.name for p in (tmp_path / "in" / "eval").iterdir()
+    )
+    assert no_temp_left(tmp_path)

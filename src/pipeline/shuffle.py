@@ -341,6 +341,8 @@ def _phase2(
 def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int) -> dict[str, Any]:
     """Rebalance + shuffle `input_dir`'s shards into `output_dir`; returns the new metadata.
 
+    `input_dir` is a flat folder of .npz shards, or a shard stage folder (train/ + eval/): then
+    train/ is shuffled into output_dir/train. An eval/ folder is copied unchanged.
     All-or-nothing: work happens in a hidden temp folder beside output_dir, renamed at the end;
     on any error, Ctrl-C or SIGTERM the temp folder is removed and output_dir is untouched.
     """
@@ -353,32 +355,31 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
         raise DataError(str(output_dir), "output folder exists and is not empty")
     if output_dir.resolve() == input_dir.resolve():
         raise DataError(str(output_dir), "output folder must differ from the input folder")
-    paths, fields, rows, meta = scan_inputs(input_dir)
+    nested = not any(input_dir.glob("*.npz")) and (input_dir / "train").is_dir()
+    src = input_dir / "train" if nested else input_dir
+    paths, fields, rows, meta = scan_inputs(src)
     tmp = output_dir.parent / f".{output_dir.name}.tmp-shuffle-{os.getpid()}"
+    out = tmp / "train" if nested else tmp
     with _sigterm_as_interrupt():
         try:
             shutil.rmtree(tmp, ignore_errors=True)
             (tmp / "work").mkdir(parents=True)
+            out.mkdir(exist_ok=True)
             _phase1(paths, fields, rows, seed, tmp / "work")
             sizes = shard_sizes(sum(rows), shard_size)
-            plan = apportion(np.asarray(rows), sizes)
             quality = ShuffleQuality(np.asarray(rows))
-            shards = _phase2(fields, rows, plan, seed, tmp / "work", tmp, quality)
+            plan = apportion(np.asarray(rows), sizes)
+            shards = _phase2(fields, rows, plan, seed, tmp / "work", out, quality)
             shutil.rmtree(tmp / "work")
             if (input_dir / "eval").is_dir():
                 shutil.copytree(input_dir / "eval", tmp / "eval")
-            new = _metadata(
-                meta,
-                fields,
-                sizes,
-                shard_size,
-                seed,
-                shards,
-                quality.result(),
-                input_dir,
-                len(paths),
-            )
-            atomic_write_json(tmp / METADATA_NAME, new)
+            new = _metadata(meta, fields, sizes, shard_size, seed, shards, quality.result())
+            new["shuffled_from"] = {
+                "input_dir": str(src),
+                "num_shards": len(paths),
+                "seed_before": meta.get("seed"),
+            }
+            atomic_write_json(out / METADATA_NAME, new)
             if output_dir.exists():
                 output_dir.rmdir()  # empty, checked above
             tmp.rename(output_dir)
@@ -395,9 +396,8 @@ def _metadata(
     seed: int,
     shards: list[dict[str, Any]],
     quality: dict[str, float],
-    input_dir: Path,
-    num_inputs: int,
 ) -> dict[str, Any]:
+    """The input's metadata (if any) updated for the new shards."""
     new = dict(meta)
     main = "input_ids" if "input_ids" in fields else next(iter(fields))
     shape, dtype = fields[main]
@@ -415,11 +415,6 @@ def _metadata(
             "shards": shards,
             "version": meta.get("version", FORMAT_VERSION),
             "shuffle_quality": quality,
-            "shuffled_from": {
-                "input_dir": str(input_dir),
-                "num_shards": num_inputs,
-                "seed_before": meta.get("seed"),
-            },
         }
     )
     if shape:
