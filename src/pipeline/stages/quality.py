@@ -39,18 +39,21 @@ HASH_SEED = 0  # fixed: a saved model must hash words exactly as it did in train
 QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
 
 
+def _weights() -> dict[str, float]:
+    return dict(DEFAULT_WEIGHTS)  # keys left out of a recipe keep these weights
+
+
 @dataclass(frozen=True)
 class QualityConfig:
-    score: Literal["mean", "classifier", "heuristic"] = "mean"  # `quality`: mean = (clf + heur) / 2
-    keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # how to decide
+    score: Literal["mean", "classifier", "heuristic"] = "mean"  # `quality`; mean of the two
+    keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # pareto: GPT-3 style
     min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
     keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this best share
     pareto_alpha: float = bounded(9.0, gt=0.0)  # pareto: keep if pareto(alpha) > 1 - score
-    heuristic_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    # ^ weight per statistic (keys from STAT_NAMES; missing keys keep their default weight)
-    heuristic_bias: float = DEFAULT_BIAS  # score = sigmoid(bias + weights . stats)
-    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # top/bottom share: good/bad
-    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-bad also needs score < this
+    heuristic_weights: dict[str, float] = field(default_factory=_weights)  # per statistic, [0, 1]
+    heuristic_bias: float = DEFAULT_BIAS  # heuristic = sigmoid(bias + weights . statistics)
+    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # heuristic top/bottom share
+    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-bad also needs heuristic < this
     pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-good also needs >= this
     seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
     clean_rejects_as_bad: bool = True  # documents the clean stage rejected join the bad class
@@ -404,9 +407,14 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         ],
         "classifier": sc.info,
     }
+    for key in ("status", "holdout_agreement"):  # flat copies for `pipeline report`'s table
+        if key in sc.info:
+            stats_out[f"classifier_{key}"] = sc.info[key]
     label_auc = _label_auc(sc.labels, sc.scores)
     if label_auc is not None:
         stats_out["hidden_label_auc"] = label_auc
+        for name in sc.scores:
+            stats_out[f"hidden_label_auc_{name}"] = label_auc[f"auc_{name}"]
     return StageResult(outputs=outputs, stats=stats_out)
 
 
