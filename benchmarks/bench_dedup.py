@@ -278,9 +278,9 @@ def stage_run(texts: list[str], tmp: Path) -> dict:
     from pipeline.stages.dedup import DedupConfig, run
 
     parts = []
-    for i in range(0, len(texts), 1000):
-        parts.append(tmp / "in" / f"part-{i // 1000:05d}.parquet")
-        chunk = texts[i : i + 1000]
+    for i in range(0, len(texts), 500):
+        parts.append(tmp / "in" / f"part-{i // 500:05d}.parquet")
+        chunk = texts[i : i + 500]
         write_table(
             parts[-1],
             docs_table([str(i + k) for k in range(len(chunk))], chunk, ["bench"] * len(chunk)),
@@ -382,9 +382,10 @@ def main() -> int:
         report["quality"][name] = evaluate(texts, pairs, labels)
         print(f"  quality {name}: {report['quality'][name]['injected_pairs']}", file=sys.stderr)
     report["jaccard_agreement"] = jaccard_agreement(texts, pairs)
+    mixed = [docs[i] for i in np.random.default_rng(0).permutation(len(docs))]  # even halves
     with tempfile.TemporaryDirectory() as tmp:
-        half = stage_run(docs[: len(docs) // 2], Path(tmp) / "half")
-        report["stage"] = stage_run(docs, Path(tmp) / "full")
+        half = stage_run(mixed[: len(docs) // 2], Path(tmp) / "half")
+        report["stage"] = stage_run(mixed, Path(tmp) / "full")
     # per-document state = slope of the traced peak between N/2 and N documents; the intercept
     # is fixed per-batch buffers (one part's texts, the permutation block, the Bloom filter)
     full_peak = report["stage"]["traced_peak_bytes_per_doc"] * len(docs)

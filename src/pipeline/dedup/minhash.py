@@ -57,14 +57,32 @@ def _byte_classes() -> tuple[np.ndarray, np.ndarray]:
     return punct, space
 
 
-_ASCII_PUNCT, _ASCII_SPACE = _byte_classes()
-# Non-ASCII punctuation and whitespace go through regex; ASCII (most bytes) through numpy tables.
-_WIDE_PUNCT = regex.compile(r"[[\p{P}\p{S}]--[\x00-\x7f]]+", regex.V1)
-_WIDE_SPACE = regex.compile(r"[[\s]--[\x00-\x7f]]+", regex.V1)
+_ASCII_PUNCT, _ASCII_SPACE = _byte_classes()  # ASCII bytes (most of them) go through numpy
+
+
+@functools.lru_cache(maxsize=1)
+def _bmp_classes() -> np.ndarray:
+    """uint8 [65536]: per BMP code point 0 = keep, 1 = punctuation/symbol (delete), 2 = space."""
+    cls = np.zeros(0x10000, np.uint8)
+    chars = "".join(map(chr, range(0x10000)))
+    for m in _PUNCT.finditer(chars):
+        cls[m.start() : m.end()] = 1
+    cls[[i for i in range(0x10000) if chars[i].isspace()]] = 2
+    return cls
 
 
 def _wide(text: str) -> str:
-    return _WIDE_SPACE.sub(" ", _WIDE_PUNCT.sub("", text))
+    """Non-ASCII text: delete Unicode punctuation/symbols, whitespace -> ' ' (numpy on UTF-32)."""
+    cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    bmp = cp < 0x10000
+    cls = np.zeros(cp.size, np.uint8)
+    cls[bmp] = _bmp_classes()[cp[bmp]]
+    for u in np.unique(cp[~bmp]).tolist():  # astral code points (emoji...): few distinct ones
+        c = chr(u)
+        cls[cp == u] = 1 if _PUNCT.fullmatch(c) else (2 if c.isspace() else 0)
+    keep = cls != 1
+    out = np.where(cls[keep] == 2, np.uint32(32), cp[keep]).astype("<u4")
+    return out.tobytes().decode("utf-32-le", "surrogatepass")
 
 
 def _simplified_bytes(texts: list[str]) -> np.ndarray:
