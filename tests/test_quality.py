@@ -302,3 +302,29 @@ def test_quality_after_clean(tmp_path):
     stages["quality"] = {"clean_rejects_as_bad": False}
     run_stages(tmp_path, stages)
     assert _report(tmp_path)["classifier"]["status"] == "fallback_heuristic"
+
+
+def test_empty_part_from_upstream(tmp_path):
+    """A part that an upstream filter emptied still yields an (empty) part-i: numbering holds."""
+    from pipeline.executor import Executor
+    from pipeline.io import docs_table, write_table
+    from pipeline.recipe import Recipe, RunConfig, build_config
+    from pipeline.stage import StageContext
+    from pipeline.stages.quality import QualityConfig, run
+
+    texts = [toy.good_doc(np.random.default_rng(i)) for i in range(30)] + ["spam spam " * 60] * 10
+    parts = [tmp_path / "in/part-00000.parquet", tmp_path / "in/part-00001.parquet"]
+    write_table(parts[0], docs_table([], [], []))
+    write_table(parts[1], docs_table([f"d{i}" for i in range(40)], texts, ["t"] * 40))
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = build_config(QualityConfig, {"min_train_docs": 5}, "quality")
+    recipe = Recipe(RunConfig(), {"quality": cfg})
+    ctx = StageContext("quality", tmp_path, out, 1, 1, parts, "clean", Executor(1), recipe, False)
+    result = run(cfg, ctx)
+    assert result.stats["docs_in"] == 40 and result.stats["classifier"]["status"] == "trained"
+    assert (
+        "part-00000.parquet" in result.outputs and "rejected/part-00001.parquet" in result.outputs
+    )
+    assert pq.read_table(out / "part-00000.parquet").num_rows == 0
+    assert result.stats["docs_out"] == 30
