@@ -212,9 +212,26 @@ def per_kind_auc(scores: np.ndarray, labels: np.ndarray, kinds: list[str]) -> di
     return out
 
 
-def run_stage(texts: list[str], work: Path, workers: int, repeats: int) -> tuple[dict, dict]:
+def seed_set(max_per_source: int, per_source: int, seed: int) -> list[dict]:
+    """Labelled examples disjoint from the benchmark set: `per_source` more TinyStories and
+    Reuters documents (good) and one junk document made from each (bad, kinds in rotation)."""
+    rng = np.random.default_rng(seed + 1)
+    real = load_real(max_per_source + per_source)
+    out = []
+    for source in ("tinystories", "reuters"):
+        for i, doc in enumerate(real[source][max_per_source:]):
+            out.append({"text": doc, "label": "good"})
+            junk = make_junk(JUNK_KINDS[i % len(JUNK_KINDS)], doc, rng)
+            out.append({"text": junk, "label": "bad"})
+    return out
+
+
+def run_stage(
+    texts: list[str], work: Path, workers: int, repeats: int, seeds: list[dict] | None = None
+) -> tuple[dict, dict]:
     """Run download (jsonl) + quality through the real runner; quality scores by id and the
-    median stage throughput over `repeats` forced runs."""
+    median stage throughput over `repeats` forced runs. `seeds`: a labelled seed set."""
+    work.mkdir(parents=True, exist_ok=True)
     src = work / "mixed.jsonl"
     src.write_text(
         "".join(json.dumps({"id": f"doc{i}", "text": t}) + "\n" for i, t in enumerate(texts)),
@@ -228,6 +245,10 @@ def run_stage(texts: list[str], work: Path, workers: int, repeats: int) -> tuple
         "download": {"source": "jsonl", "path": str(src), "docs_per_part": 500},
         "quality": {"score": "classifier"},
     }
+    if seeds:
+        path = work / "seed.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in seeds), encoding="utf-8")
+        raw["quality"]["seed_set_path"] = str(path)
     recipe = build_recipe(raw)
     seconds = []
     for i in range(repeats):
@@ -269,6 +290,7 @@ def main() -> None:
     ap.add_argument("--max-per-source", type=int, default=600)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seed-docs", type=int, default=100, help="good docs per seed-set source")
     ap.add_argument("--quick", action="store_true", help="100 docs per source, 1 repeat")
     args = ap.parse_args()
     if args.quick:
@@ -279,7 +301,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
         by_id, stage = run_stage(texts, Path(tmp), args.workers, args.repeats)
+        seeds = seed_set(args.max_per_source, args.seed_docs, seed=0)
+        seeded_id, seeded = run_stage(texts, Path(tmp) / "seeded", args.workers, 1, seeds)
     classifier = np.array([by_id[f"doc{i}"] for i in range(len(texts))], np.float64)
+    with_seeds = np.array([seeded_id[f"doc{i}"] for i in range(len(texts))], np.float64)
 
     def heuristic(batch: list[str]) -> np.ndarray:
         return heuristic_score(stats_matrix(batch, 100_000), DEFAULT_WEIGHTS, DEFAULT_BIAS)
@@ -295,6 +320,8 @@ def main() -> None:
     auc = {
         "classifier (stage)": per_kind_auc(classifier, labels, kinds),
         "mean of both (stage default)": per_kind_auc((classifier + heur) / 2, labels, kinds),
+        f"classifier + seed set ({len(seeds)} labelled)": per_kind_auc(with_seeds, labels, kinds),
+        "mean, classifier with seed set": per_kind_auc((with_seeds + heur) / 2, labels, kinds),
         "heuristic": per_kind_auc(heur, labels, kinds),
         "peer gopher rules": per_kind_auc(-gopher, labels, kinds),
         "peer fineweb rules": per_kind_auc(-fineweb, labels, kinds),
@@ -312,6 +339,7 @@ def main() -> None:
             auc["classifier (stage)"]["all"] / auc["heuristic"]["all"], 4
         ),
         "stage": stage,
+        "stage_with_seed_set_classifier": seeded["classifier"],
         "scoring_docs_per_s": {
             "heuristic only": round(len(texts) / heur_s, 1),
             "peer gopher rules": round(len(texts) / gopher_s, 1),
