@@ -37,7 +37,7 @@ EXAMPLE_CHARS = 100
 class DedupConfig:
     exact: Literal["hash_set", "bloom", "off"] = "hash_set"  # exact-dup index; off = skip exact
     bloom_fp_rate: float = bounded(1e-6, gt=0.0, lt=1.0)  # bloom: target false-positive rate
-    bloom_expected_docs: int | None = bounded(None, ge=1)  # bloom: n for sizing; None = docs in
+    bloom_expected_docs: int | None = bounded(None, ge=1)  # bloom: n for sizing; None = input docs
     near: bool = True  # MinHash LSH near-duplicate removal on/off
     threshold: float = bounded(0.8, gt=0.0, le=1.0)  # Jaccard of shingle sets to call near-dup
     num_perm: int = bounded(128, ge=8, le=1024)  # MinHash permutations (4 bytes each per doc)
@@ -331,6 +331,29 @@ def _cluster_stats(
     ]
 
 
+def _write(
+    ctx: StageContext,
+    offsets: np.ndarray,
+    decision: np.ndarray,
+    cluster: np.ndarray,
+    show: np.ndarray,
+) -> list[dict[str, Any]]:
+    """Map 2: each part gets its slice of the global decision and writes kept/rejected parts."""
+    items = [
+        (
+            i,
+            p,
+            decision[offsets[i] : offsets[i + 1]],
+            cluster[offsets[i] : offsets[i + 1]],
+            show[offsets[i] : offsets[i + 1]],
+            int(offsets[i]),
+        )
+        for i, p in enumerate(ctx.input_parts)
+    ]
+    fn = functools.partial(_apply_part, out_dir=ctx.out_dir)
+    return ctx.executor.map(fn, items, desc="dedup: write")
+
+
 def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "dedup needs an upstream stage with document parts")
@@ -360,21 +383,7 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     cluster = np.where(in_cluster, labels, -1)  # bloom exact dups have no known first copy
     hist_ids = cl.size_histogram(labels)
     show = _examples(labels, decision, hist_ids[1], hist_ids[2], cfg.num_examples)
-    offsets = g["offsets"]
-    items = [
-        (
-            i,
-            p,
-            decision[offsets[i] : offsets[i + 1]],
-            cluster[offsets[i] : offsets[i + 1]],
-            show[offsets[i] : offsets[i + 1]],
-            int(offsets[i]),
-        )
-        for i, p in enumerate(ctx.input_parts)
-    ]
-    results = ctx.executor.map(
-        functools.partial(_apply_part, out_dir=ctx.out_dir), items, desc="dedup: write"
-    )
+    results = _write(ctx, g["offsets"], decision, cluster, show)
     dropped = {f"dropped_{r}": int((decision == code).sum()) for code, r in REASONS.items()}
     out = {
         "docs_in": n,
