@@ -1,12 +1,8 @@
-"""Quality benchmark: ROC-AUC of the heuristic score vs the self-trained classifier at separating
-real documents (/work/shared/corpora) from injected junk made from them (shuffled words, keyword
-spam, boilerplate, machine-like repetition), plus scoring throughput. Writes
-outputs/benchmarks/quality.json. Run: .venv/bin/python benchmarks/bench_quality.py [--quick]
-
-Peers, side by side on the same documents: the Gopher quality + repetition rules and the
-FineWeb quality rules (thresholds from the papers / datatrove, reimplemented here in a few lines,
-no extra packages), scored as "number of rules failed" for the AUC.
-"""
+"""Quality benchmark: ROC-AUC of heuristic vs self-trained classifier (alone and with a labelled
+seed set) at separating real documents (/work/shared/corpora) from junk made from them, side by
+side with the Gopher and FineWeb rule sets (reimplemented from their published thresholds), plus
+throughput. Writes outputs/benchmarks/quality.json. Run: .venv/bin/python
+benchmarks/bench_quality.py [--quick]"""
 
 from __future__ import annotations
 
