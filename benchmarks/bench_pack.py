@@ -13,12 +13,18 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import logging
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
+from pipeline.executor import Executor
+from pipeline.io import part_name, sha256_file, write_table
 from pipeline.packing import (
     best_fit_decreasing_reference,
     chunk,
@@ -28,6 +34,9 @@ from pipeline.packing import (
     pack_concat,
     pack_naive,
 )
+from pipeline.stage import StageContext
+from pipeline.stages.pack import PackConfig
+from pipeline.stages.pack import run as pack_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -159,11 +168,79 @@ def bench_one(name: str, lengths: np.ndarray, seq_len: int, repeats: int, peer_d
     return row
 
 
+def fake_tokenize(run_dir: Path, lengths: np.ndarray, docs_per_part: int) -> None:
+    """tokenize's layout (tokens.npy + docs.parquet per part, meta.json) with random uint16 ids."""
+    out = run_dir / "tokenize"
+    out.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i, lo in enumerate(range(0, len(lengths), docs_per_part)):
+        lens = lengths[lo : lo + docs_per_part]
+        np.save(
+            out / part_name(i, ".tokens.npy"), rng.integers(2, 50_000, int(lens.sum()), np.uint16)
+        )
+        table = pa.table(
+            {
+                "id": [str(k) for k in range(lo, lo + len(lens))],
+                "source": ["web"] * len(lens),
+                "num_tokens": pa.array(lens, pa.int64()),
+            }
+        )
+        write_table(out / part_name(i, ".docs.parquet"), table)
+    meta = {"vocab_size": 50_000, "eos_id": 1, "pad_id": 0, "dtype": "uint16"}
+    (out / "meta.json").write_text(json.dumps(meta))
+
+
+def bench_stage(lengths: np.ndarray, seq_len: int, repeats: int) -> dict:
+    """The whole pack stage (read lengths, BFD, gather tokens, write parts), workers 1 and 2."""
+    work = Path(tempfile.mkdtemp(prefix="bench-pack-"))
+    row: dict = {"docs": len(lengths), "tokens": int(lengths.sum()), "seq_len": seq_len}
+    try:
+        fake_tokenize(work, lengths, 10_000)
+        inputs = sorted((work / "tokenize").glob("part-*"))
+        digests = []
+        for workers in (1, 2):
+            times = []
+            for _ in range(repeats):
+                out = work / f"pack-{workers}"
+                shutil.rmtree(out, ignore_errors=True)
+                out.mkdir()
+                with Executor(workers) as ex:
+                    ctx = StageContext(
+                        "pack",
+                        work,
+                        out,
+                        1,
+                        1,
+                        inputs,
+                        "tokenize",
+                        ex,
+                        None,
+                        False,
+                        logging.getLogger("bench"),
+                    )
+                    t0 = time.perf_counter()
+                    res = pack_run(PackConfig(seq_len=seq_len), ctx)
+                    times.append(time.perf_counter() - t0)
+            digests.append([sha256_file(out / o) for o in sorted(res.outputs)])
+            sec = statistics.median(times)
+            row[f"workers_{workers}"] = {
+                "seconds": round(sec, 3),
+                "docs_per_s": round(len(lengths) / sec),
+                "mtokens_per_s": round(lengths.sum() / sec / 1e6, 1),
+            }
+        row["same_bytes_workers_1_2"] = digests[0] == digests[1]
+        row["padding_pct"] = res.stats["padding_pct"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--docs", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--peer-docs", type=int, default=20_000, help="textbook BFD subsample")
+    ap.add_argument("--stage-docs", type=int, default=100_000, help="docs for the stage run")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     logn = np.maximum(1, rng.lognormal(np.log(400), 1.2, args.docs)).astype(np.int64)
@@ -183,12 +260,20 @@ def main() -> None:
                 f"cuts {b['docs_split']:,} vs concat {row['concat']['docs_split']:,}  "
                 f"x{row['speedup_vs_segment_tree_python']} vs py segtree"
             )
+    stage = bench_stage(logn[: args.stage_docs], 2048, 3)
+    print(
+        f"pack stage, {stage['docs']:,} docs / {stage['tokens']:,} tokens @ 2048: "
+        f"{stage['workers_1']['docs_per_s']:,} docs/s (1 worker), "
+        f"{stage['workers_2']['docs_per_s']:,} (2 workers), "
+        f"same bytes {stage['same_bytes_workers_1_2']}"
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "benchmark": "pack",
         "machine_cores": __import__("os").cpu_count(),
         "repeats": args.repeats,
         "rows": rows,
+        "stage": stage,
     }
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(OUT)

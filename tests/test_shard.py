@@ -163,6 +163,10 @@ def test_recipe_end_to_end_through_tokenize(tmp_path):
         assert meta["num_samples"] == len(ids) > 0 and ids.shape[1] == 128
         assert (ids[seg == 0] == meta["pad_id"]).all()
     assert digests[0] == digests[1]
+    again = run_stages(out, stages, workers=2)  # a re-run finds everything up to date
+    assert [it.action for it in again] == ["skip"] * 4
+    stages["shard"]["eval_fraction"] = 0.1  # a shard change re-runs shard only
+    assert [it.action for it in run_stages(out, stages)] == ["skip"] * 3 + ["run"]
 
 
 def test_shuffle_command_on_stage_output_keeps_metadata(tmp_path):

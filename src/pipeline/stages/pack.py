@@ -73,15 +73,12 @@ def fill_sequences(
     dtype = tokens_by_part[0].dtype if tokens_by_part else np.uint16
     ids = np.full(num_seqs * seq_len, pad_id, dtype=dtype)
     seg = np.zeros(num_seqs * seq_len, dtype=seg_dtype)
-    for p in np.unique(items["part"]):
-        sel = items["part"] == p
-        lens = items["len"][sel]
-        total = int(lens.sum())
-        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-        src = np.repeat(items["start"][sel], lens) + within
-        dst = np.repeat(items["dest"][sel], lens) + within
-        ids[dst] = tokens_by_part[int(p)][src]
-        seg[dst] = np.repeat(items["seg"][sel], lens)
+    # one memcpy per item: items average hundreds of tokens, so a slice per item beats a
+    # vectorised gather that would build 3-4 int64 index arrays per token (~32 B/token)
+    cols = (items[c].tolist() for c in ("part", "start", "len", "dest", "seg"))
+    for p, start, n, dest, k in zip(*cols, strict=True):
+        ids[dest : dest + n] = tokens_by_part[p][start : start + n]
+        seg[dest : dest + n] = k
     return ids.reshape(num_seqs, seq_len), seg.reshape(num_seqs, seq_len)
 
 
