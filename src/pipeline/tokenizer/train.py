@@ -71,16 +71,17 @@ def _merge_word(
     n = len(w)
     if n == 2:  # common: the whole word is the pair, no neighbours
         return [new] if w[0] == a and w[1] == b else None
+    left_a = w.count(a)  # occurrences of a not yet looked at: index() below never raises
     out: list[int] = []
     i = 0
     found = False
     index = w.index
-    while True:
-        try:
-            j = index(a, i)
-        except ValueError:
-            break
+    while left_a:
+        j = index(a, i)
+        left_a -= 1
         if j + 1 < n and w[j + 1] == b:
+            if a == b:
+                left_a -= 1  # the b just consumed was an a too
             out.extend(w[i:j])
             if out:
                 left = out[-1]
