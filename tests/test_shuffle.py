@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import pipeline.shuffle as shuffle_mod
+import pipeline.shuffle.rebalance as shuffle_mod
 from pipeline.cli import main
 from pipeline.errors import DataError
 from pipeline.io import sha256_file
