@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
+from itertools import chain, repeat
 
 from pipeline.tokenizer.pretokenize import (
     CHUNKABLE,
@@ -38,7 +38,7 @@ def _bpe_short(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[i
     `rs[i]` is the rank of (ids[i], ids[i+1]); a merge only changes its two neighbours' ranks.
     """
     get = ranks.get
-    rs = [get(p, _INF) for p in zip(ids, ids[1:], strict=False)]
+    rs = list(map(get, zip(ids, ids[1:], strict=False), repeat(_INF)))  # no Python loop
     while rs:
         r = min(rs)
         if r == _INF:
