@@ -270,24 +270,36 @@ def jaccard_agreement(texts, pairs, limit: int = 300) -> dict:
 
 
 def stage_run(texts: list[str], tmp: Path) -> dict:
-    """The whole stage (Parquet in and out, exact + near, workers=1) with tracemalloc on:
-    numpy/Python bytes per document at the peak (Arrow buffers are not traced)."""
+    """The whole stage (Parquet in and out, exact + near, workers=1): speed, then again under
+    tracemalloc, per phase: bytes per document held after map 1, and the transient peak of the
+    exact and near phases above it (numpy and Python; Arrow buffers are not traced)."""
+    import pipeline.stages.dedup as stage
     from pipeline.executor import Executor
     from pipeline.io import docs_table, write_table
     from pipeline.stage import StageContext
-    from pipeline.stages.dedup import DedupConfig, run
 
     parts = []
     for i in range(0, len(texts), 500):
         parts.append(tmp / "in" / f"part-{i // 500:05d}.parquet")
         chunk = texts[i : i + 500]
-        write_table(
-            parts[-1],
-            docs_table([str(i + k) for k in range(len(chunk))], chunk, ["bench"] * len(chunk)),
-        )
-    out = {}
-    for traced in (False, True):
-        dest = tmp / f"out-{traced}"
+        ids = [str(i + k) for k in range(len(chunk))]
+        write_table(parts[-1], docs_table(ids, chunk, ["bench"] * len(chunk)))
+    phases: dict[str, tuple[int, int, int]] = {}
+    original = {name: getattr(stage, name) for name in ("_gather", "_exact", "_near")}
+
+    def traced(name):
+        def fn(*args, **kwargs):
+            tracemalloc.reset_peak()
+            start = tracemalloc.get_traced_memory()[0]
+            result = original[name](*args, **kwargs)
+            phases[name] = (start, *tracemalloc.get_traced_memory())
+            return result
+
+        return fn
+
+    out: dict = {}
+    for trace in (False, True):
+        dest = tmp / f"out-{trace}"
         dest.mkdir(parents=True)
         with Executor(1) as ex:
             ctx = StageContext(
@@ -302,27 +314,40 @@ def stage_run(texts: list[str], tmp: Path) -> dict:
                 recipe=None,
                 progress=False,
             )
-            if traced:
+            if trace:
+                for name in original:
+                    setattr(stage, name, traced(name))
                 tracemalloc.start()
             t0 = time.perf_counter()
-            res = run(DedupConfig(batch_docs=BATCH), ctx)
+            res = stage.run(stage.DedupConfig(batch_docs=BATCH), ctx)
             sec = time.perf_counter() - t0
-            if traced:
-                peak = tracemalloc.get_traced_memory()[1]
+            if trace:
                 tracemalloc.stop()
-                out["traced_peak_bytes_per_doc"] = round(peak / len(texts), 1)
-            else:
-                out.update(
-                    {
-                        "docs_per_s": round(len(texts) / sec, 1),
-                        "seconds": round(sec, 3),
-                        "docs_out": res.stats["docs_out"],
-                        "dropped_exact_dup": res.stats["dropped_exact_dup"],
-                        "dropped_near_dup": res.stats["dropped_near_dup"],
-                        "state_bytes_per_doc_peak": res.stats["state_bytes_per_doc_peak"],
-                        "state_bytes_per_doc_budget": res.stats["state_bytes_per_doc_budget"],
-                    }
-                )
+                for name, fn in original.items():
+                    setattr(stage, name, fn)
+        if not trace:
+            keys = (
+                "docs_out",
+                "dropped_exact_dup",
+                "dropped_near_dup",
+                "state_bytes_per_doc_peak",
+                "state_bytes_per_doc_budget",
+            )
+            out.update(
+                {
+                    "docs": len(texts),
+                    "docs_per_s": round(len(texts) / sec, 1),
+                    "seconds": round(sec, 3),
+                    **{k: res.stats[k] for k in keys},
+                }
+            )
+    n = len(texts)
+    out["traced_held_after_map_bytes_per_doc"] = round(phases["_gather"][1] / n, 1)
+    out["traced_map_peak_mb"] = round(phases["_gather"][2] / 1e6, 1)
+    for name in ("_exact", "_near"):
+        start, _, peak = phases[name]
+        out[f"traced{name}_peak_bytes_per_doc"] = round(peak / n, 1)
+        out[f"traced{name}_transient_mb"] = round((peak - start) / 1e6, 2)
     return out
 
 
@@ -382,20 +407,8 @@ def main() -> int:
         report["quality"][name] = evaluate(texts, pairs, labels)
         print(f"  quality {name}: {report['quality'][name]['injected_pairs']}", file=sys.stderr)
     report["jaccard_agreement"] = jaccard_agreement(texts, pairs)
-    mixed = [docs[i] for i in np.random.default_rng(0).permutation(len(docs))]  # even halves
     with tempfile.TemporaryDirectory() as tmp:
-        half = stage_run(mixed[: len(docs) // 2], Path(tmp) / "half")
-        report["stage"] = stage_run(mixed, Path(tmp) / "full")
-    # per-document state = slope of the traced peak between N/2 and N documents; the intercept
-    # is fixed per-batch buffers (one part's texts, the permutation block, the Bloom filter)
-    full_peak = report["stage"]["traced_peak_bytes_per_doc"] * len(docs)
-    half_peak = half["traced_peak_bytes_per_doc"] * (len(docs) // 2)
-    report["stage"]["traced_bytes_per_extra_doc"] = round(
-        (full_peak - half_peak) / (len(docs) - len(docs) // 2), 1
-    )
-    report["stage"]["traced_fixed_mb"] = round(
-        (full_peak - report["stage"]["traced_bytes_per_extra_doc"] * len(docs)) / 1e6, 1
-    )
+        report["stage"] = stage_run(docs, Path(tmp))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -216,3 +216,12 @@ def test_inspect_shows_a_cluster_side_by_side(tmp_path):
     text = inspect_cluster(tmp_path, "out", 0, chars=1000)
     assert "keep-me (kept)" in text and "near-me (near_dup)" in text and "[zzzz]" in text
     assert main(["inspect", str(tmp_path), "--stage", "out", "--cluster", "5"]) == 1
+
+
+def test_batches_cap_documents_and_characters(monkeypatch):
+    from pipeline.stages import dedup
+
+    monkeypatch.setattr(dedup, "BATCH_CHARS", 10)
+    texts = ["aaaa", "bbbb", "cccc", "x" * 50, "d", "e", "f"]
+    assert dedup._batches(texts, 2) == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7)]
+    assert dedup._batches([], 2) == []

@@ -175,3 +175,13 @@ def test_jaccard_estimates_agree_with_datasketch():
     assert (np.abs(ours_a - truth_a) <= 4 * sigma).all()
     assert (np.abs(theirs_a - truth_a) <= 4 * sigma).all()
     assert abs((ours_a - truth_a).mean() - (theirs_a - truth_a).mean()) < 0.01
+
+
+def test_long_documents_use_sub_blocks_with_the_same_result(monkeypatch):
+    """A document with more shingles than one permutation block takes a running-min path."""
+    from pipeline.dedup import minhash
+
+    texts = [" ".join(f"w{i % 997}x{i}" for i in range(3000)), "a short one here", "b c d e f g"]
+    want = minhash_texts(texts, 64, 5, seed=2)
+    monkeypatch.setattr(minhash, "_CHUNK_CELLS", 64 * 100)  # blocks of 100 shingles
+    assert np.array_equal(minhash_texts(texts, 64, 5, seed=2), want)

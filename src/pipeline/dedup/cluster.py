@@ -16,14 +16,31 @@ _VERIFY_CHUNK = 1 << 13  # pairs per verification block: 8k x num_perm x 2 x 4 b
 
 
 def exact_first(keys: np.ndarray) -> np.ndarray:
-    """For uint64 [N, 2] hash keys: int64 [N], the index of each key's first occurrence."""
+    """For uint64 [N, 2] hash keys: int64 [N], the index of each key's first occurrence.
+
+    Transient memory ~41 bytes per key: the sort order, one key column at a time, run ids.
+    """
+    n = len(keys)
     order = np.lexsort((keys[:, 1], keys[:, 0]))  # stable: equal keys stay in input order
-    sk = keys[order]
-    new = np.ones(len(order), bool)
-    new[1:] = (sk[1:] != sk[:-1]).any(axis=1)
-    first = order[np.flatnonzero(new)][np.cumsum(new) - 1]
-    out = np.empty(len(order), np.int64)
-    out[order] = first
+    new = np.ones(n, bool)  # sorted row starts a new key
+    for c in (0, 1):
+        col = keys[order, c]
+        new[1:] &= col[1:] == col[:-1]
+        del col
+    np.logical_not(new, out=new)
+    new[0] = True
+    run = np.cumsum(new) - 1  # run id of each sorted row
+    heads = order[np.flatnonzero(new)]
+    out = np.empty(n, np.int64)
+    out[order] = heads[run]
+    return out
+
+
+def no_shingles(sig: np.ndarray, rows: int = 1 << 16) -> np.ndarray:
+    """bool [N]: signature rows that are all 0xFFFFFFFF (no shingle), in row blocks (8 MiB)."""
+    out = np.empty(len(sig), bool)
+    for lo in range(0, len(sig), rows):
+        out[lo : lo + rows] = (sig[lo : lo + rows] == np.uint32(0xFFFFFFFF)).all(axis=1)
     return out
 
 

@@ -143,6 +143,18 @@ def shingle_hashes(
     return _mix64(acc[keep]), per_doc.astype(np.int64)
 
 
+def _long_doc_min(shingles: np.ndarray, a: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """Signature uint32 [num_perm] of one document whose shingles exceed one block."""
+    step = buf.shape[1]
+    best = np.full(len(a), np.iinfo(np.uint64).max, np.uint64)
+    for lo in range(0, len(shingles), step):
+        block = shingles[lo : lo + step]
+        cells = buf[:, : len(block)]
+        np.multiply(a[:, None], block[None, :], out=cells)
+        np.minimum(best, cells.min(axis=1), out=best)
+    return (best >> np.uint64(32)).astype(np.uint32)
+
+
 def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray) -> np.ndarray:
     """MinHash signatures: min over a doc's shingles x of (a_i * x mod 2^64) >> 32.
 
@@ -165,8 +177,12 @@ def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray) -> np.n
         lo = offsets[has[i]]
         j = max(i + 1, int(np.searchsorted(ends, lo + step, side="right")))
         hi = ends[j - 1]
+        if hi - lo > step:  # one document longer than a block: running min over sub-blocks
+            out[has[i]] = _long_doc_min(shingles[lo:hi], a, buf)
+            i = j
+            continue
         # [num_perm, block]: reduceat along the contiguous axis is ~20x faster than across it
-        cells = buf[:, : hi - lo] if hi - lo <= step else np.empty((num_perm, hi - lo), np.uint64)
+        cells = buf[:, : hi - lo]
         np.multiply(a[:, None], shingles[None, lo:hi], out=cells)
         mins = np.minimum.reduceat(cells, offsets[has[i:j]] - lo, axis=1)
         out[has[i:j]] = (mins >> np.uint64(32)).astype(np.uint32).T

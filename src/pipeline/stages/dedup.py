@@ -31,6 +31,7 @@ REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
 CURVE_POINTS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 EXAMPLE_DOCS = 5  # documents shown per example cluster
 EXAMPLE_CHARS = 100
+BATCH_CHARS = 1 << 19  # characters hashed per numpy batch at most (besides batch_docs)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,20 @@ def exact_keys(texts: list[str]) -> np.ndarray:
     return np.frombuffer(blob, np.uint64).reshape(-1, 2).copy()
 
 
+def _batches(texts: list[str], max_docs: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of at most `max_docs` texts and about BATCH_CHARS characters: hashing
+    temporaries are ~40 bytes per character, so a batch stays ~20 MB however long the texts."""
+    out, lo, size = [], 0, 0
+    for i, t in enumerate(texts):
+        if i > lo and (i - lo >= max_docs or size + len(t) > BATCH_CHARS):
+            out.append((lo, i))
+            lo, size = i, 0
+        size += len(t)
+    if lo < len(texts):
+        out.append((lo, len(texts)))
+    return out
+
+
 def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
     """Read one part; return its per-document arrays (no text leaves this function)."""
     columns = ["text"] + (["quality"] if cfg.keep == "quality" else [])
@@ -102,10 +117,9 @@ def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
     if cfg.exact != "off":
         out["keys"] = exact_keys(texts)
     if cfg.near:
-        step = cfg.batch_docs
         sigs = [
-            minhash_texts(texts[i : i + step], cfg.num_perm, cfg.ngram, seed)
-            for i in range(0, len(texts), step)
+            minhash_texts(texts[lo:hi], cfg.num_perm, cfg.ngram, seed)
+            for lo, hi in _batches(texts, cfg.batch_docs)
         ]
         out["sig"] = np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint32)
     return out
@@ -189,7 +203,7 @@ def _near(
     """Verified near-duplicate edges int64 [E, 2] (global indices) via LSH band tasks."""
     sig, n = g["sig"], g["n"]
     bands, rows = cfg.bands_rows()
-    empty = (sig == np.uint32(0xFFFFFFFF)).all(axis=1)  # no shingle: never a near-dup
+    empty = cl.no_shingles(sig)  # no shingle: never a near-dup
     stats.update(
         {
             "bands": bands,
