@@ -216,3 +216,13 @@ def test_tiny_corpus_stops_early():
     tok = Tokenizer(res.merges)
     assert tok.vocab_size == 256 + 1 + len(DEFAULT_SPECIALS) and tok.eos_id == 257
     assert tok.specials[EOS] == 257
+
+
+@pytest.mark.slow
+def test_one_megabyte_word(tok):
+    """The issue's case: 1 MB of letters, no space. Encode is O(n log n), training chunks it."""
+    rng = random.Random(2)
+    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1_000_000))
+    assert tok.decode(tok.encode(text)) == text
+    res = train_bpe({text: 1}, 20, 1, max_word_bytes=256)
+    assert res.num_words == 3907 and len(res.merges) == 20  # ceil(1e6 / 256) chunks
