@@ -105,8 +105,13 @@ def _read_docs(path: Path, seed: int, fraction: float) -> tuple[pa.Table, np.nda
 def part_train_sizes(path: Path, seed: int, fraction: float) -> np.ndarray:
     """int64[k]: UTF-8 bytes of each trainable document of the part, in order."""
     table, _, trainable = _read_docs(path, seed, fraction)
-    lengths = pc.binary_length(table.column("text")).to_numpy(zero_copy_only=False)
-    return np.asarray(lengths, dtype=np.int64)[trainable]
+    return _text_bytes(table)[trainable]
+
+
+def _text_bytes(table: pa.Table) -> np.ndarray:
+    """int64[n]: UTF-8 bytes of each document's text (0 for null)."""
+    lengths = pc.fill_null(pc.binary_length(table.column("text")), 0)
+    return np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def part_word_counts(
@@ -175,10 +180,7 @@ def encode_part(
         reasons = pa.array([["empty"]] * rej.num_rows, pa.list_(pa.string()))
         outputs.append(f"rejected/{part_name(index)}")
         write_table(out / outputs[-1], rej.append_column("reasons", reasons))
-    nbytes = np.asarray(
-        pc.fill_null(pc.binary_length(table.column("text")), 0).to_numpy(zero_copy_only=False),
-        dtype=np.int64,
-    )
+    nbytes = _text_bytes(table)
     held = ~empty & ~trainable
     return {
         "outputs": outputs,
