@@ -38,7 +38,7 @@ PART_RE = re.compile(r"^(part-\d+)\.(tokens\.npy|docs\.parquet)$")
 
 @dataclass(frozen=True)
 class PackConfig:
-    strategy: Literal["bfd", "concat", "naive"] = "bfd"  # bfd: fewest cuts; concat: seeded stream
+    strategy: Literal["bfd", "concat", "naive"] = "bfd"  # see docs/packing.md; bfd cuts fewest
     seq_len: int = bounded(2048, ge=2, le=1 << 20)  # tokens per sequence (EOS included)
     by_source: bool = True  # pack each source apart: every sequence has one source (shard weights)
     sequences_per_part: int = bounded(8192, ge=1)  # sequences per output part (parallel unit)

@@ -39,7 +39,7 @@ class ShardConfig:
     num_samples: int | None = bounded(None, ge=1)  # or keep this many sequences (None: all)
     source_weights: dict[str, float] | None = None  # target share per source; unlisted: excluded
     eval_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # share of kept sequences held out
-    shard_size: int = bounded(4096, ge=1)  # sequences per .npz shard (~16 MiB at 2048 x uint16 x2)
+    shard_size: int = bounded(4096, ge=1)  # sequences per .npz (32 MiB at 2048 x uint16 x 2 arrays)
 
     def validate(self, path: str) -> None:
         if self.fraction is not None and self.num_samples is not None:
