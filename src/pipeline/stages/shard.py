@@ -127,28 +127,25 @@ def group_parts(paths: list[Path]) -> list[dict[str, Path]]:
 
 
 def write_shard(
-    job: tuple[int, np.ndarray],
-    parts: list[dict[str, str]],
-    part_of: np.ndarray,
-    row_of: np.ndarray,
-    out_dir: str,
+    job: tuple[int, np.ndarray, np.ndarray], parts: list[dict[str, str]], out_dir: str
 ) -> tuple[str, int, str]:
-    """Gather the sequences `idx` (global pack indices, in output order) into one .npz shard."""
-    j, idx = job
+    """Gather one shard: output row k is row `rows[k]` of pack part `part[k]`. A job carries only
+    its own rows (16 B per sequence), never the global index."""
+    j, part, rows = job
     arrays = {}
     for field in FIELDS:
         out = None
-        for p in np.unique(part_of[idx]):
+        for p in np.unique(part):
             mm = np.load(parts[int(p)][field], mmap_mode="r", allow_pickle=False)
             if out is None:
-                out = np.empty((len(idx), mm.shape[1]), mm.dtype)
-            sel = np.flatnonzero(part_of[idx] == p)
-            out[sel] = mm[row_of[idx[sel]]]
+                out = np.empty((len(rows), mm.shape[1]), mm.dtype)
+            sel = np.flatnonzero(part == p)
+            out[sel] = mm[rows[sel]]
             del mm
         arrays[field] = out
     path = Path(out_dir) / shard_name(j)
     save_npz(path, arrays)
-    return path.name, len(idx), sha256_file(path)
+    return path.name, len(rows), sha256_file(path)
 
 
 def _write_split(
@@ -163,10 +160,9 @@ def _write_split(
     (ctx.out_dir / sub).mkdir(parents=True, exist_ok=True)
     sizes = shard_sizes(len(order), cfg.shard_size)
     bounds = np.cumsum([0, *sizes])
-    jobs = [(j, order[bounds[j] : bounds[j + 1]]) for j in range(len(sizes))]
-    fn = partial(
-        write_shard, parts=parts, part_of=part_of, row_of=row_of, out_dir=str(ctx.out_dir / sub)
-    )
+    chunks = [order[bounds[j] : bounds[j + 1]] for j in range(len(sizes))]
+    jobs = [(j, part_of[idx], row_of[idx]) for j, idx in enumerate(chunks)]
+    fn = partial(write_shard, parts=parts, out_dir=str(ctx.out_dir / sub))
     return ctx.executor.map(fn, jobs, desc=f"shard {sub}")
 
 
