@@ -217,3 +217,40 @@ def test_shard_stage_folder_layout(tmp_path):
         p.name for p in (tmp_path / "in" / "eval").iterdir()
     )
     assert no_temp_left(tmp_path)
+
+
+def test_ctrl_c_on_the_real_command_leaves_nothing(tmp_path):
+    """SIGINT to `python -m pipeline shuffle` mid-run: exit 130, no output, no temp folder."""
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "in").mkdir()
+    for i in range(8):  # 8 x 1500 x 2048 uint16 = 48 MiB: about a second of work
+        ids = np.full((1500, 2048), i, np.uint16)
+        np.savez(tmp_path / "in" / f"s{i}.npz", input_ids=ids)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "shuffle",
+        "--input-dir",
+        str(tmp_path / "in"),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--shard-size",
+        "500",
+        "--seed",
+        "1",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not [p for p in tmp_path.iterdir() if ".tmp-shuffle" in p.name]:
+        assert proc.poll() is None, "finished before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert not (tmp_path / "out").exists()
+    assert no_temp_left(tmp_path)
