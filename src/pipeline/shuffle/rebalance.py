@@ -240,8 +240,22 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
                 output_dir.rmdir()  # empty, checked above
             tmp.rename(output_dir)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_uninterrupted(tmp)
     return new
+
+
+def _remove_uninterrupted(path: Path) -> None:
+    """rmtree with SIGINT/SIGTERM held until it is done: a second Ctrl-C during cleanup cannot
+    leave half a temp folder (the held signal is delivered right after)."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):  # no pthread_sigmask on this platform
+        old = None
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _metadata(
