@@ -133,6 +133,14 @@ def test_signature_is_independent_of_batch_and_order():
     assert not np.array_equal(minhash_texts(texts, 64, 3, seed=6), whole)
 
 
+def test_non_ascii_punctuation_space_and_emoji():
+    """NBSP and ideographic space split words; em dash and emoji (astral, \\p{So}) are deleted."""
+    text = "Caf\u00e9\u00a0au\u3000lait\u2014tr\u00e8s bon \U0001f600!"
+    assert simplify(text) == "caf\u00e9 au laittr\u00e8s bon"
+    sig = minhash_texts([text, "caf\u00e9 au laittr\u00e8s bon"], 32, 2, 1)
+    assert np.array_equal(sig[0], sig[1])
+
+
 def test_simplify_rule():
     assert (
         simplify("  Hello,   WORLD!\n\tIt's—fine… ") == "hello world itsfine"

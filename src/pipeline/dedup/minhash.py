@@ -75,13 +75,17 @@ def _wide(text: str) -> str:
     """Non-ASCII text: delete Unicode punctuation/symbols, whitespace -> ' ' (numpy on UTF-32)."""
     cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
     bmp = cp < 0x10000
-    cls = np.zeros(cp.size, np.uint8)
-    cls[bmp] = _bmp_classes()[cp[bmp]]
-    for u in np.unique(cp[~bmp]).tolist():  # astral code points (emoji...): few distinct ones
-        c = chr(u)
-        cls[cp == u] = 1 if _PUNCT.fullmatch(c) else (2 if c.isspace() else 0)
-    keep = cls != 1
-    out = np.where(cls[keep] == 2, np.uint32(32), cp[keep]).astype("<u4")
+    if bmp.all():
+        cls = _bmp_classes()[cp]
+    else:
+        cls = np.zeros(cp.size, np.uint8)
+        cls[bmp] = _bmp_classes()[cp[bmp]]
+        for u in np.unique(cp[~bmp]).tolist():  # astral code points (emoji...): few distinct
+            c = chr(u)
+            cls[cp == u] = 1 if _PUNCT.fullmatch(c) else (2 if c.isspace() else 0)
+    out = cp.copy()
+    out[cls == 2] = 32
+    out = out[cls != 1]
     return out.tobytes().decode("utf-32-le", "surrogatepass")
 
 
