@@ -223,6 +223,21 @@ def _pack_all(cfg: PackConfig, lengths: np.ndarray, codes: np.ndarray, names: li
     return items, bin_source, num_bins, docs_split, concat_split
 
 
+def _read_inputs(ctx: StageContext, pairs: list[tuple[Path, Path]], dtype: str):
+    """Map over tokenize parts -> lengths, source codes into sorted names, and for each document
+    its part and token offset there."""
+    read = ctx.executor.map(partial(read_lengths, dtype=dtype), pairs, desc="pack lengths")
+    lengths = np.concatenate([r[0] for r in read]) if read else np.zeros(0, np.int64)
+    names = sorted({n for r in read for n in r[1]})
+    rank = {n: i for i, n in enumerate(names)}
+    # part-local dictionary codes -> codes into the sorted `names`
+    local = [np.array([rank[n] for n in r[1]], np.int32)[r[2]] for r in read]
+    codes = np.concatenate(local) if read else np.zeros(0, np.int32)
+    doc_part = np.repeat(np.arange(len(read)), [len(r[0]) for r in read])
+    doc_start = np.concatenate([np.cumsum(r[0]) - r[0] for r in read]) if read else lengths
+    return lengths, codes, names, doc_part, doc_start
+
+
 def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     if ctx.upstream != "tokenize":
         raise RecipeError(
@@ -230,19 +245,7 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
         )
     meta = read_meta(ctx.stage_dir("tokenize"))
     pairs = group_parts(ctx.input_parts)
-    read = ctx.executor.map(partial(read_lengths, dtype=meta["dtype"]), pairs, desc="pack lengths")
-    lengths = np.concatenate([r[0] for r in read]) if read else np.zeros(0, np.int64)
-    names = sorted({n for r in read for n in r[1]})
-    rank = {n: i for i, n in enumerate(names)}
-    codes = (
-        np.concatenate(  # part-local dictionary codes -> codes into the sorted `names`
-            [np.array([rank[n] for n in r[1]], np.int32)[r[2]] for r in read]
-        )
-        if read
-        else np.zeros(0, np.int32)
-    )
-    doc_part = np.repeat(np.arange(len(read)), [len(r[0]) for r in read])
-    doc_start = np.concatenate([np.cumsum(r[0]) - r[0] for r in read]) if read else lengths
+    lengths, codes, names, doc_part, doc_start = _read_inputs(ctx, pairs, meta["dtype"])
     items, bin_source, num_bins, docs_split, concat_split = _pack_all(
         cfg, lengths, codes, names, ctx.seed
     )
@@ -260,7 +263,7 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
         seq_len=cfg.seq_len,
         pad_id=pad_id,
     )
-    outputs = [n for names in ctx.executor.map(fn, jobs, desc="pack write") for n in names]
+    outputs = [f for written in ctx.executor.map(fn, jobs, desc="pack write") for f in written]
     out_meta = {
         k: meta.get(k)
         for k in ("vocab_size", "eos_id", "dtype", "tokenizer_sha256", "special_tokens")
