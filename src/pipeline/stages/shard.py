@@ -169,9 +169,17 @@ def _write_split(
 # ---------------------------------------------------------------- run
 
 
-def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
-    if ctx.upstream != "pack":
-        raise RecipeError("shard", f"needs the pack stage right before it, got {ctx.upstream!r}")
+def target_total(cfg: ShardConfig, n: int) -> int:
+    """Sequences to keep of n: all, round(n * fraction), or min(num_samples, n)."""
+    if cfg.num_samples is not None:
+        return min(cfg.num_samples, n)
+    if cfg.fraction is not None:
+        return int(round(n * cfg.fraction))
+    return n
+
+
+def _read_inputs(ctx: StageContext):
+    """pack's meta.json, parts, and per sequence: source, part index, row inside the part."""
     meta_path = (ctx.stage_dir("pack") or Path("pack")) / "meta.json"
     if not meta_path.is_file():
         raise DataError(str(meta_path), "missing: shard needs pack's meta.json")
@@ -181,14 +189,15 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
     sources = np.array([s for t in tables for s in t.column("source").to_pylist()], dtype=object)
     part_of = np.repeat(np.arange(len(parts)), [t.num_rows for t in tables])
     row_of = np.concatenate([np.arange(t.num_rows) for t in tables]) if tables else part_of
+    return pack_meta, parts, sources, part_of, row_of
+
+
+def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
+    if ctx.upstream != "pack":
+        raise RecipeError("shard", f"needs the pack stage right before it, got {ctx.upstream!r}")
+    pack_meta, parts, sources, part_of, row_of = _read_inputs(ctx)
     n = len(sources)
-    n_target = (
-        n
-        if cfg.num_samples is None and cfg.fraction is None
-        else (
-            min(cfg.num_samples, n) if cfg.num_samples is not None else int(round(n * cfg.fraction))
-        )
-    )
+    n_target = target_total(cfg, n)
     available = {s: int((sources == s).sum()) for s in sorted(set(sources.tolist()))}
     counts = target_counts(available, n_target, cfg.source_weights)
     rng = np.random.default_rng(ctx.recipe_seed)
