@@ -320,6 +320,13 @@ def test_bad_inputs_raise(tmp_path):
     (tmp_path / "tokenize" / "part-00000.tokens.npy").unlink()
     with pytest.raises(DataError, match="tokens.npy: missing"):
         run_pack(tmp_path, {"seq_len": 8})
+    fake_tokenize(tmp_path, [[5, 9]], dtype="uint32")
+    (tmp_path / "tokenize" / "meta.json").write_text(json.dumps({"eos_id": 1, "dtype": "uint16"}))
+    with pytest.raises(DataError, match="expected a 1-D uint16 array, got 1-D uint32"):
+        run_pack(tmp_path, {"seq_len": 8})
+    (tmp_path / "tokenize" / "meta.json").unlink()
+    with pytest.raises(DataError, match="pack needs tokenize's meta.json"):
+        run_pack(tmp_path, {"seq_len": 8})
     ctx = make_ctx(tmp_path, "pack2", [], "quality")
     with pytest.raises(RecipeError, match="needs the tokenize stage"):
         pack_run(PackConfig(), ctx)

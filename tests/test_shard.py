@@ -184,3 +184,15 @@ def test_shuffle_command_on_stage_output_keeps_metadata(tmp_path):
     assert (tmp_path / "reshuffled" / "eval" / "metadata.json").read_bytes() == (
         out / "eval" / "metadata.json"
     ).read_bytes()
+
+
+def test_bad_pack_output_raises(tmp_path):
+    from pipeline.errors import DataError
+
+    run_dir = packed_run(tmp_path)
+    (run_dir / "pack" / "part-00000.segment_ids.npy").unlink()
+    with pytest.raises(DataError, match="part-00000.segment_ids: missing from pack's output"):
+        run_shard(run_dir, {})
+    (run_dir / "pack" / "meta.json").unlink()
+    with pytest.raises(DataError, match="meta.json: missing: shard needs pack's meta.json"):
+        run_shard(run_dir, {})

@@ -219,38 +219,67 @@ def test_shard_stage_folder_layout(tmp_path):
     assert no_temp_left(tmp_path)
 
 
+CHILD = """
+import sys, time
+from pathlib import Path
+import pipeline.shuffle.rebalance as r
+from pipeline.cli import main
+real = r.save_npz
+def save_then_wait(path, arrays):  # first output shard written: tell the test, then wait
+    real(path, arrays)
+    Path(sys.argv[1]).touch()
+    time.sleep(60)
+r.save_npz = save_then_wait
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 def test_ctrl_c_on_the_real_command_leaves_nothing(tmp_path):
-    """SIGINT to `python -m pipeline shuffle` mid-run: exit 130, no output, no temp folder."""
+    """SIGINT to the CLI mid-run (after its first output shard): exit 130, no output, no temp.
+    The child waits after its first shard, so the signal always lands mid-run."""
     import subprocess
     import sys
     import time
 
-    (tmp_path / "in").mkdir()
-    for i in range(8):  # 8 x 1500 x 2048 uint16 = 48 MiB: about a second of work
-        ids = np.full((1500, 2048), i, np.uint16)
-        np.savez(tmp_path / "in" / f"s{i}.npz", input_ids=ids)
+    make_shards(tmp_path / "in", [30, 10, 20])
+    marker = tmp_path / "first-shard-written"
     cmd = [
         sys.executable,
-        "-m",
-        "pipeline",
+        "-c",
+        CHILD,
+        str(marker),
         "shuffle",
         "--input-dir",
         str(tmp_path / "in"),
         "--output-dir",
         str(tmp_path / "out"),
         "--shard-size",
-        "500",
+        "8",
         "--seed",
         "1",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not [p for p in tmp_path.iterdir() if ".tmp-shuffle" in p.name]:
-        assert proc.poll() is None, "finished before it could be interrupted"
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline
-        time.sleep(0.005)
+        time.sleep(0.01)
+    assert [p for p in tmp_path.iterdir() if ".tmp-shuffle" in p.name]  # mid-run indeed
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    assert "interrupted" in err
     assert not (tmp_path / "out").exists()
     assert no_temp_left(tmp_path)
+
+
+def test_bad_arguments(tmp_path):
+    from pipeline.errors import PipelineError
+
+    make_shards(tmp_path / "in", [5])
+    with pytest.raises(PipelineError, match="--shard-size must be >= 1, got 0"):
+        shuffle_shards(tmp_path / "in", tmp_path / "out", 0, 1)
+    with pytest.raises(PipelineError, match="--seed must be >= 0, got -1"):
+        shuffle_shards(tmp_path / "in", tmp_path / "out", 2, -1)
+    with pytest.raises(DataError, match="must differ from the input folder"):
+        shuffle_shards(tmp_path / "in" / "..", tmp_path, 2, 1)

@@ -207,10 +207,10 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
         raise PipelineError(f"--shard-size must be >= 1, got {shard_size}")
     if seed < 0:
         raise PipelineError(f"--seed must be >= 0, got {seed}")
-    if output_dir.exists() and any(output_dir.iterdir()):
-        raise DataError(str(output_dir), "output folder exists and is not empty")
     if output_dir.resolve() == input_dir.resolve():
         raise DataError(str(output_dir), "output folder must differ from the input folder")
+    if output_dir.exists() and any(output_dir.iterdir()):
+        raise DataError(str(output_dir), "output folder exists and is not empty")
     nested = not any(input_dir.glob("*.npz")) and (input_dir / "train").is_dir()
     src = input_dir / "train" if nested else input_dir
     paths, fields, rows, meta = scan_inputs(src)
