@@ -337,3 +337,14 @@ def test_recipe_errors():
         build_config(PackConfig, {"strategy": "bestfit"}, "pack")
     with pytest.raises(RecipeError, match="pack.seq_len: must be in \\[2"):
         build_config(PackConfig, {"seq_len": 1}, "pack")
+
+
+def test_by_source_false_mixes_sources(tmp_path):
+    """Three 20-token documents from three sources at seq_len 64: 3 sequences by source, 1 mixed."""
+    for by_source, want in ((True, 3), (False, 1)):
+        run_dir = tmp_path / str(by_source)
+        fake_tokenize(run_dir, [[20, 20, 20]], sources=["a", "b", "c"])
+        res = run_pack(run_dir, {"seq_len": 64, "by_source": by_source})
+        assert res.stats["sequences"] == want
+        _, seg = load_pack(run_dir / "pack")
+        assert seg.max() == 4 - want  # 1 segment each, or 3 in the one mixed sequence
