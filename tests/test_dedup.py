@@ -119,6 +119,12 @@ def test_keep_quality_without_column_fails(tmp_path):
         _run_parts(tmp_path, [table], keep="quality")
 
 
+def test_null_text_is_a_bad_artifact(tmp_path):
+    table = pa.table({"id": ["a", "b"], "text": ["x y", None], "source": ["t", "t"]})
+    with pytest.raises(DataError, match="1 rows have a null text"):
+        _run_parts(tmp_path, [table])
+
+
 def test_short_and_empty_documents(tmp_path):
     """Fewer words than ngram -> one shingle of all words; no words -> no shingles, never near."""
     texts = ["hello world", "Hello, world!", "hello there", "!!!", "...", ""]

@@ -107,6 +107,8 @@ def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
             hint = " (keep: quality needs an input `quality` column)" if col == "quality" else ""
             raise DataError(str(path), f"column '{col}' is missing{hint}; columns: {names}")
     table = read_table(path, columns=columns)
+    if table.column("text").null_count:
+        raise DataError(str(path), f"{table.column('text').null_count} rows have a null text")
     texts = table.column("text").to_pylist()
     out: dict[str, Any] = {"num_docs": len(texts), "bytes_in": text_bytes(texts)}
     if cfg.keep == "longest":
