@@ -164,9 +164,11 @@ def cmd_shuffle(args: argparse.Namespace) -> int:
 
     meta = shuffle_shards(args.input_dir, args.output_dir, args.shard_size, args.seed)
     q = meta["shuffle_quality"]
-    print(f"{args.output_dir}: {meta['num_samples']:,} samples in {meta['num_shards']} shards; "
-          f"spearman {q['spearman']:+.4f}, same-source ratio {q['same_source_ratio']:.3f}, "
-          f"max share deviation {q['max_share_deviation_samples']:.1f} samples")
+    print(
+        f"{args.output_dir}: {meta['num_samples']:,} samples in {meta['num_shards']} shards; "
+        f"spearman {q['spearman']:+.4f}, same-source ratio {q['same_source_ratio']:.3f}, "
+        f"max share deviation {q['max_share_deviation_samples']:.1f} samples"
+    )
     return 0
 
 
