@@ -186,6 +186,7 @@ def _exact(
     for i in range(len(offsets) - 1):  # in part order: the first occurrence is kept
         lo, hi = offsets[i], offsets[i + 1]
         dup[lo:hi] = bloom.add_new(keys[lo:hi])
+    g["peak_bytes"] += bloom.words.nbytes  # held beside signatures and keys during this pass
     stats.update(
         {
             "bloom_bits": bits,
@@ -242,7 +243,7 @@ def _near(
 def _sets_part(item: tuple[Path, np.ndarray], ngram: int, seed: int) -> list[np.ndarray]:
     path, rows = item
     texts = read_table(path, columns=["text"]).column("text").take(pa.array(rows)).to_pylist()
-    return shingle_sets(texts, ngram, seed)
+    return [s for lo, hi in _batches(texts, 250) for s in shingle_sets(texts[lo:hi], ngram, seed)]
 
 
 def _candidate_sets(
