@@ -348,3 +348,14 @@ def test_by_source_false_mixes_sources(tmp_path):
         assert res.stats["sequences"] == want
         _, seg = load_pack(run_dir / "pack")
         assert seg.max() == 4 - want  # 1 segment each, or 3 in the one mixed sequence
+
+
+def test_long_sequences_use_wide_dtypes_and_exact_bfd(tmp_path):
+    """seq_len >= 65536: segment ids become uint32 and BFD sorts without the 16-bit radix path."""
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 70_000, 60)
+    assert bfd_bins(sizes, 70_000)[1] == best_fit_decreasing_reference(sizes.tolist(), 70_000)
+    fake_tokenize(tmp_path, [[10, 7]])
+    res = run_pack(tmp_path, {"seq_len": 65_536})
+    ids, seg = load_pack(tmp_path / "pack")
+    assert seg.dtype == np.uint32 and ids.shape == (1, 65_536) and res.stats["sequences"] == 1
