@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -39,6 +40,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+
+
+def save_npy(path: Path, arr: np.ndarray) -> None:
+    """np.save atomically (temp + rename); the bytes depend only on dtype, shape and data."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+    os.replace(tmp, path)
 
 
 def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
@@ -82,8 +92,6 @@ def num_records(path: Path) -> int | None:
     if path.suffix == ".parquet":
         return pq.ParquetFile(path).metadata.num_rows
     if path.suffix == ".npy":
-        import numpy as np
-
         return int(np.load(path, mmap_mode="r", allow_pickle=False).shape[0])
     return None
 

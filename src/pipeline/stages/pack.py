@@ -10,7 +10,6 @@ and `meta.json`. Algorithms live in pipeline.packing.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import partial
@@ -21,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_json, part_name, read_table, write_table
+from pipeline.io import atomic_write_json, part_name, read_table, save_npy, write_table
 from pipeline.packing import (
     Packing,
     concat_docs_split,
@@ -146,13 +145,6 @@ def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[
 # ---------------------------------------------------------------- output
 
 
-def _save_npy(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, arr, allow_pickle=False)
-    os.replace(tmp, path)
-
-
 def write_part(
     job: dict[str, Any], token_paths: list[str], out_dir: str, seq_len: int, pad_id: int
 ) -> list[str]:
@@ -162,8 +154,8 @@ def write_part(
     ids, seg = fill_sequences(tokens, job["items"], job["num_seqs"], seq_len, pad_id, seg_dtype)
     stem = part_name(job["index"], "")
     names = [f"{stem}.input_ids.npy", f"{stem}.segment_ids.npy", f"{stem}.seqs.parquet"]
-    _save_npy(Path(out_dir) / names[0], ids)
-    _save_npy(Path(out_dir) / names[1], seg)
+    save_npy(Path(out_dir) / names[0], ids)
+    save_npy(Path(out_dir) / names[1], seg)
     table = pa.table(
         {
             "source": pa.array(job["sources"], pa.string()),
