@@ -137,6 +137,15 @@ def test_whitespace_class_equals_regex_backslash_s():
     assert re.findall(f"[{WHITESPACE}]", chars) == regex.findall(r"\s", chars)
 
 
+def test_isalpha_implies_letter_class():
+    """The chunk fast path treats an isalpha() word as one \\p{L}+ piece: never wrong here."""
+    import regex
+
+    chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    letters = set(regex.findall(r"\p{L}", chars))
+    assert all(c in letters for c in chars if c.isalpha())
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(UNICODE, max_size=40).map("".join))
 def test_chunks_never_split_a_piece(text):

@@ -156,6 +156,9 @@ class Tokenizer:
         return tuple(fn(ids, self.ranks, self.merged_ids))
 
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        word = chunk[1:] if chunk[0] == " " else chunk
+        if word.isalpha():  # one ` ?\p{L}+` piece (isalpha implies \p{L}: tested), no regex
+            return self._cache[chunk]
         return tuple(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(chunk))))
 
     def encode_ordinary(self, text: str) -> list[int]:
