@@ -235,3 +235,28 @@ def test_one_megabyte_word(tok):
     assert tok.decode(tok.encode(text)) == text
     res = train_bpe({text: 1}, 20, 1, max_word_bytes=256)
     assert res.num_words == 3907 and len(res.merges) == 20  # ceil(1e6 / 256) chunks
+
+
+def test_load_a_tokenizer_trained_by_hf(tmp_path):
+    """A file HF's BpeTrainer wrote (stock ByteLevel pre-tokenizer, specials first, its own
+    byte ids): we load it and give HF's ids, including for specials in the text."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|pad|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(MIXED * 5, trainer=trainer)
+    path = tmp_path / "hf.json"
+    hf.save(str(path))
+    ours = load(path)
+    assert ours.eos_id == hf.token_to_id("<|endoftext|>")
+    for text in [*MIXED, "numbers 1234567 and 'quotes' \r\n"]:
+        assert ours.encode(text) == hf.encode(text).ids, text
+        assert ours.decode(ours.encode(text)) == text
