@@ -142,6 +142,7 @@ STAT_NAMES = (
     "short_lines_frac",
     "fineweb_dup_line_chars_frac",
     "newlines_per_word",
+    "dominant_script",  # index into SCRIPTS; not a filter statistic (for docs_per_script)
 )
 STAT_INDEX = {name: i for i, name in enumerate(STAT_NAMES)}
 _NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
@@ -263,8 +264,26 @@ def _dup_ngram_chars(g: np.ndarray, cum_len: np.ndarray, n: int) -> int:
     return total
 
 
+def _script_words(cls: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]:
+    """(words per script float64 [len(SCRIPTS)], words holding a letter).
+
+    Each word weighs 1, split over scripts by its letters: a Han character and a 9-letter Latin
+    word weigh the same, so a Korean or Chinese page quoting "Prometheus" stays Hangul or CJK,
+    while Cyrillic words with Latin look-alikes ("Утрoм") still lose part of their weight.
+    """
+    letters = np.flatnonzero(cls >= LATIN)
+    tok = np.searchsorted(starts, letters, side="right") - 1  # word of each letter
+    keys, counts = np.unique(tok * NUM_CLASSES + cls[letters], return_counts=True)
+    ktok = keys // NUM_CLASSES
+    first = np.concatenate(([True], ktok[1:] != ktok[:-1]))
+    word_of = np.cumsum(first) - 1
+    frac = counts / np.bincount(word_of, weights=counts)[word_of]
+    per_script = np.bincount(keys % NUM_CLASSES, weights=frac, minlength=NUM_CLASSES)[LATIN:]
+    return per_script, int(first.sum())
+
+
 def _word_stats(text: str, cp: np.ndarray, cls: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Fill the word-based statistics; returns word lengths int64 [w]."""
+    """Fill the word-based statistics; returns word starts int64 [w]."""
     n = len(cp)
     starts, ends = _tokens(cp, cls)
     n_tok = len(starts)
@@ -308,7 +327,7 @@ def _word_stats(text: str, cp: np.ndarray, cls: np.ndarray, out: np.ndarray) -> 
             out[STAT_INDEX[f"dup_{k}gram_chars_frac"]] = _dup_ngram_chars(g, cum_len, k) / n
         if not repeats and k >= min(DUP_NGRAMS) - 1:
             break  # no repeated k-gram: no repeated longer one either
-    return lengths
+    return starts
 
 
 def _c4_stats(
@@ -397,11 +416,7 @@ def doc_stats(
         return out
     cp, cls = char_classes(text)
     counts = _class_counts(cls)
-    letters = counts[LATIN:]
-    num_letters = int(letters.sum())
-    dominant = LATIN + int(letters.argmax()) if num_letters else OTHER
-    if num_letters:
-        out[STAT_INDEX["script_share"]] = letters.max() / num_letters
+    num_letters = int(counts[LATIN:].sum())
     out[STAT_INDEX["non_alnum_chars_frac"]] = (n - num_letters - counts[DIGIT] - counts[MARK]) / n
     out[STAT_INDEX["digit_chars_frac"]] = counts[DIGIT] / n
     if max_chars is not None and n > max_chars:
@@ -410,7 +425,15 @@ def doc_stats(
     if "://" in text or "www." in text:
         url_chars = sum(len(m) for m in _URL_RE.findall(text))
     out[STAT_INDEX["url_chars_frac"]] = url_chars / n
-    _word_stats(text, cp, cls, out)
+    starts = _word_stats(text, cp, cls, out)
+    dominant = OTHER
+    if num_letters and text.isascii():
+        dominant, out[STAT_INDEX["script_share"]] = LATIN, 1.0
+    elif num_letters:
+        per_script, words = _script_words(cls, starts)
+        dominant = LATIN + int(per_script.argmax())
+        out[STAT_INDEX["script_share"]] = per_script.max() / words
+    out[STAT_INDEX["dominant_script"]] = dominant - LATIN if num_letters else len(SCRIPTS) - 1
     if dominant in UNSPACED:
         out[STAT_INDEX["mean_word_length"]] = np.nan  # a character is not a word there
     stop = STOP_WORDS.get(dominant)
@@ -419,12 +442,3 @@ def doc_stats(
         out[STAT_INDEX["stop_words"]] = sum(w in words for w in stop)
     _line_stats(text, out, dominant, c4_args)
     return out
-
-
-def dominant_script(text: str) -> str:
-    """Name of the script with the most letters ('other' when there are none)."""
-    if not text:
-        return "other"
-    _, cls = char_classes(text)
-    letters = _class_counts(cls)[LATIN:]
-    return SCRIPTS[int(letters.argmax())] if letters.sum() else "other"

@@ -21,7 +21,7 @@ import pyarrow as pa
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
 from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
-from pipeline.clean.textstats import NUM_STATS, SCRIPTS, STAT_INDEX, doc_stats, dominant_script
+from pipeline.clean.textstats import NUM_STATS, SCRIPTS, STAT_INDEX, doc_stats
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import part_name, read_table, text_bytes, write_table
 from pipeline.recipe import bounded
@@ -132,8 +132,9 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
         text, counts = normalize_text(raw or "", opts)
         norm_counts += counts
         stats[i] = doc_stats(text, cfg.max_chars, c4_args)
-        scripts[dominant_script(text[:10_000])] += 1
         out_texts.append(text)
+    codes = stats[:, STAT_INDEX["dominant_script"]]
+    scripts.update(SCRIPTS[int(c)] for c in codes[~np.isnan(codes)])
     fails = evaluate(stats, cfg)
     keep = ~fails.any(axis=1)
     pii: Counter[str] = Counter(dict.fromkeys(cfg.redact_pii, 0))
