@@ -202,3 +202,14 @@ def test_null_threshold_turns_a_rule_off():
     off = evaluate(np.array([doc_stats(short)]), CleanConfig(min_words=None))
     j = RULE_NAMES.index("gopher_min_words_v1")
     assert on[0, j] and not off[0, j]
+
+
+def test_chinese_page_quoting_english_terms_stays_cjk():
+    """By letters, 'Prometheus Federation Server' (26 letters) outweighs ~20 Han characters; by
+    words it is 3 words against ~60, so the page stays CJK and no English rule applies."""
+    rng = np.random.default_rng(2)
+    text = "了解 Prometheus Federation 功能\n\n" + _paragraphs(ZH, rng, "") + " 使用 Server 部署。"
+    out = doc_stats(text)
+    assert SCRIPTS[int(out[STAT_INDEX["dominant_script"]])] == "cjk"
+    assert math.isnan(out[STAT_INDEX["stop_words"]])
+    assert clean_texts([text], CleanConfig()).keep.all()
