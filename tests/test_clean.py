@@ -9,10 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import make_recipe, run_stages
-from pipeline.errors import RecipeError
+from pipeline.errors import DataError, RecipeError
 from pipeline.inspect import inspect_rejected
 from pipeline.manifest import Manifest
 from pipeline.report import load_report
+from pipeline.stages.clean import CleanConfig, clean_part
 
 CAUGHT = ("html", "spam", "repeated", "symbols", "short", "lorem")
 
@@ -155,3 +156,10 @@ def test_bad_records_and_a_50mb_document(tmp_path):
     kept = pq.read_table(out / "clean" / "part-00000.parquet").to_pylist()
     assert [r["id"] for r in kept] == ["nul"]
     assert "\x00" not in kept[0]["text"] and "quiet" in kept[0]["text"]
+
+
+def test_unreadable_part_is_a_data_error(tmp_path):
+    bad = tmp_path / "part-00000.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(DataError, match="part-00000.parquet: cannot read Parquet part"):
+        clean_part((0, str(bad)), CleanConfig(), str(tmp_path / "out"))

@@ -146,7 +146,7 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
         )
         for i in np.flatnonzero(keep):
             hint = None if np.isnan(longest[i]) else int(longest[i])
-            out_texts[i], counts = redact(out_texts[i], kinds, hint, not digits[i] == 0)
+            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0))
             pii.update(counts)
     return CleanedBatch(out_texts, keep, fails, stats, norm_counts, dict(pii), scripts)
 
