@@ -1,8 +1,9 @@
 """MinHash signatures of word n-gram shingles, vectorised across a batch of documents.
 
-A batch is lowercased, stripped of punctuation and joined with NUL separators in one string; words
-are hashed by tabulation over their UTF-8 bytes in numpy, n-gram shingles combine n word hashes,
-and all permutations are one (shingles x num_perm) array op reduced with np.minimum.reduceat.
+A batch is lowercased and stripped of punctuation (bytes.translate for ASCII texts, numpy over
+UTF-32 for the others) and joined by spaces into one buffer; each word is hashed from its bytes
+read as 8-byte words (one gather for words up to 8 bytes), n-gram shingles combine n word hashes,
+and all permutations are one (num_perm x shingles) array op reduced with np.minimum.reduceat.
 No Python loop runs per word, per shingle or per hash value.
 """
 
@@ -14,11 +15,16 @@ import numpy as np
 import regex
 
 # Unicode punctuation and symbols are deleted (datatrove/text-dedup simplify); whitespace runs
-# and the NUL document separator are word boundaries.
+# are word boundaries.
 _PUNCT = regex.compile(r"[\p{P}\p{S}]+")
 _MAX_HASH = np.uint32(0xFFFFFFFF)
-_WORD_POS = 64  # tabulation rows: byte positions past 64 in a word wrap around
-_CHUNK_CELLS = 1 << 20  # shingles x num_perm cells per permutation block: 8 MiB of uint64
+_CHUNK_CELLS = 1 << 20  # shingles x num_perm cells per permutation block: 4 MiB of uint32
+_PAD = 8  # NUL bytes after the buffer, so an 8-byte read at any word start stays inside it
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)  # low k bytes kept
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # odd step between the keys of a long word's chunks
+_ASCII_SPACES = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # exactly the ASCII chars with str.isspace()
+_DELETED = np.uint32(0xFFFFFFFF)  # _bmp_map value of a code point that is deleted
+_CONTEXT_LOWER = "\u0130\u03a3"  # İ lowers to 2 chars, Σ by context (final sigma): str.lower
 
 
 def simplify(text: str) -> str:
@@ -28,14 +34,14 @@ def simplify(text: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _tables(seed: int, num_perm: int, ngram: int) -> tuple[np.ndarray, ...]:
-    """Seeded constants: tabulation table [64, 256], n-gram multipliers [ngram], perms a."""
+    """Seeded constants: word keys [2], n-gram multipliers [ngram], permutation multipliers a."""
     rng = np.random.default_rng([seed, 0x6D696E68])  # "minh": independent of other seed users
-    table = rng.integers(0, 2**64, size=(_WORD_POS, 256), dtype=np.uint64)
+    keys = rng.integers(0, 2**64, size=2, dtype=np.uint64)
     mult = rng.integers(0, 2**64, size=ngram, dtype=np.uint64) | np.uint64(1)
-    a = rng.integers(0, 2**64, size=num_perm, dtype=np.uint64) | np.uint64(1)
-    for arr in (table, mult, a):
+    a = rng.integers(0, 2**32, size=num_perm, dtype=np.uint32) | np.uint32(1)
+    for arr in (keys, mult, a):
         arr.flags.writeable = False  # cached and shared between calls
-    return table, mult, a
+    return keys, mult, a
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
@@ -48,123 +54,160 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _byte_classes() -> tuple[np.ndarray, np.ndarray]:
-    """Lookup tables over byte values: ASCII punctuation/symbols (deleted), ASCII whitespace."""
-    punct = np.zeros(256, bool)
-    punct[[ord(c) for c in map(chr, range(128)) if _PUNCT.fullmatch(c)]] = True
-    space = np.zeros(256, bool)
-    space[[ord(c) for c in " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"]] = True
-    return punct, space
+def _ascii_tables() -> tuple[bytes, bytes]:
+    """bytes.translate arguments: A-Z -> a-z, whitespace and NUL -> ' '; punctuation deleted."""
+    src = "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + _ASCII_SPACES + "\x00"
+    dst = "abcdefghijklmnopqrstuvwxyz" + " " * (len(_ASCII_SPACES) + 1)
+    table = bytes.maketrans(src.encode(), dst.encode())
+    return table, bytes(c for c in range(128) if _PUNCT.fullmatch(chr(c)))
 
 
-_ASCII_PUNCT, _ASCII_SPACE = _byte_classes()  # ASCII bytes (most of them) go through numpy
+_ASCII_TABLE, _ASCII_DELETE = _ascii_tables()
+
+
+def _simple(c: str) -> int:
+    """One character's simplified code point: deleted, space (32), or its lowercase."""
+    if _PUNCT.fullmatch(c):
+        return int(_DELETED)
+    if c.isspace():
+        return 32
+    low = c.lower()
+    return ord(low) if len(low) == 1 and c not in _CONTEXT_LOWER else ord(c)
 
 
 @functools.lru_cache(maxsize=1)
-def _bmp_classes() -> np.ndarray:
-    """uint8 [65536]: per BMP code point 0 = keep, 1 = punctuation/symbol (delete), 2 = space."""
-    cls = np.zeros(0x10000, np.uint8)
+def _bmp_map() -> np.ndarray:
+    """uint32 [65536]: _simple() of every BMP code point (built once per process, ~50 ms)."""
     chars = "".join(map(chr, range(0x10000)))
+    lower = (ord(low) if len(low := c.lower()) == 1 else ord(c) for c in chars)
+    out = np.fromiter(lower, np.uint32, 0x10000)
+    for c in _CONTEXT_LOWER:
+        out[ord(c)] = ord(c)
+    out[[i for i in range(0x10000) if chars[i].isspace()]] = 32
     for m in _PUNCT.finditer(chars):
-        cls[m.start() : m.end()] = 1
-    cls[[i for i in range(0x10000) if chars[i].isspace()]] = 2
-    return cls
+        out[m.start() : m.end()] = _DELETED
+    return out
 
 
-def _wide(text: str) -> str:
-    """Non-ASCII text: delete Unicode punctuation/symbols, whitespace -> ' ' (numpy on UTF-32)."""
-    cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
-    bmp = cp < 0x10000
-    if bmp.all():
-        cls = _bmp_classes()[cp]
-    else:
-        cls = np.zeros(cp.size, np.uint8)
-        cls[bmp] = _bmp_classes()[cp[bmp]]
-        for u in np.unique(cp[~bmp]).tolist():  # astral code points (emoji...): few distinct
-            c = chr(u)
-            cls[cp == u] = 1 if _PUNCT.fullmatch(c) else (2 if c.isspace() else 0)
-    out = cp.copy()
-    out[cls == 2] = 32
-    out = out[cls != 1]
-    return out.tobytes().decode("utf-32-le", "surrogatepass")
-
-
-def _simplified_bytes(texts: list[str]) -> np.ndarray:
-    """The lowercased batch joined by NUL, ASCII punctuation deleted, as uint8 [bytes]."""
-    parts = [t if t.isascii() else _wide(t) for t in texts]
-    joined = "\x00".join(parts)
+def _wide(texts: list[str]) -> list[bytes]:
+    """Non-ASCII texts, all at once: Unicode punctuation/symbols deleted, whitespace -> ' ',
+    lowercased (a numpy lookup over UTF-32 code points), NUL -> ' '; each as UTF-8 bytes."""
+    joined = "\x00".join(texts)
     if joined.count("\x00") != len(texts) - 1:  # a text holds NUL itself: make it a space
-        joined = "\x00".join(t.replace("\x00", " ") for t in parts)
-    joined = joined.lower()
-    buf = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    return buf[~_ASCII_PUNCT[buf]]
+        joined = "\x00".join(t.replace("\x00", " ") for t in texts)
+    cp = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+    simple = np.take(_bmp_map(), cp, mode="clip")  # astral code points: fixed below
+    astral = np.flatnonzero(cp > 0xFFFF)
+    for u in np.unique(cp[astral]).tolist():  # emoji and the like: few distinct
+        simple[astral[cp[astral] == u]] = _simple(chr(u))
+    keep = simple != _DELETED
+    text = simple[keep].tobytes().decode("utf-32-le", "surrogatepass")
+    if any(c in text for c in _CONTEXT_LOWER):  # rare: lowercase the unlowered text as a whole
+        unlowered = np.where(simple == 32, np.uint32(32), cp)[keep]
+        text = unlowered.tobytes().decode("utf-32-le", "surrogatepass").lower()
+    return text.encode("utf-8", "surrogatepass").split(b"\x00")
 
 
-def word_hashes(texts: list[str], table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hash every word of the simplified batch (tabulation hashing of its UTF-8 bytes).
+def _simplified_bytes(texts: list[str]) -> tuple[bytes, np.ndarray]:
+    """The simplified batch as one buffer: ' ' + docs joined by ' ' + ' ' + _PAD NUL bytes;
+    and int64 [len(texts) + 1], the offset of each document's first byte (last: the end)."""
+    parts: list[bytes] = [
+        t.encode("ascii").translate(_ASCII_TABLE, _ASCII_DELETE) if t.isascii() else b""
+        for t in texts
+    ]
+    wide = [i for i, t in enumerate(texts) if not t.isascii()]
+    if wide:
+        for i, b in zip(wide, _wide([texts[i] for i in wide]), strict=True):
+            parts[i] = b
+    bounds = np.ones(len(parts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1, out=bounds[1:])
+    bounds[1:] += 1
+    return b" " + b" ".join(parts) + b" " + bytes(_PAD), bounds
+
+
+def _long_words(
+    win: np.ndarray, starts: np.ndarray, lens: np.ndarray, key: np.uint64
+) -> np.ndarray:
+    """uint64 per word longer than 8 bytes: sum of mix64(chunk_k + key + k * golden) over its
+    8-byte chunks k >= 1 (the last one masked to the word's end)."""
+    extra = (lens - 1) // 8  # chunks after the first
+    first = np.cumsum(extra) - extra
+    k = np.arange(int(extra.sum())) - np.repeat(first - 1, extra)  # 1, 2, ... within a word
+    chunk = win[np.repeat(starts, extra) + 8 * k]
+    chunk &= _BYTE_MASKS[np.minimum(np.repeat(lens, extra) - 8 * k, 8)]
+    chunk += key + k.astype(np.uint64) * _GOLDEN
+    return np.add.reduceat(_mix64(chunk), first)
+
+
+def word_hashes(texts: list[str], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hash every word of the simplified batch: mix64(first 8 bytes ^ key) for words up to 8
+    bytes (injective: a word holds no NUL), longer ones add their further chunks first.
 
     Returns (hashes uint64 [num_words], words_per_doc int64 [len(texts)]).
     """
-    buf = _simplified_bytes(texts)
-    is_nul = buf == 0
-    inside = np.flatnonzero(~(_ASCII_SPACE[buf] | is_nul))  # byte offsets inside a word
-    if inside.size == 0:
-        return np.zeros(0, np.uint64), np.zeros(len(texts), np.int64)
-    starts = np.ones(inside.size, bool)  # a word starts where the previous byte is not in it
-    starts[1:] = inside[1:] != inside[:-1] + 1
-    first = np.flatnonzero(starts)  # index into `inside` of each word's first byte
-    pos = np.arange(inside.size) - np.repeat(first, np.diff(np.append(first, inside.size)))
-    np.minimum(pos, _WORD_POS - 1, out=pos)  # bytes past 63 share the last row
-    vals = table.ravel()[pos * 256 + buf[inside]]
-    hashes = _mix64(np.bitwise_xor.reduceat(vals, first))
-    doc_of_word = np.searchsorted(np.flatnonzero(is_nul), inside[first])
-    counts = np.bincount(doc_of_word, minlength=len(texts)).astype(np.int64)
-    return hashes, counts
+    data, bounds = _simplified_bytes(texts)
+    buf = np.frombuffer(data, np.uint8, len(data) - _PAD)
+    space = np.flatnonzero(buf == 32)  # the buffer starts and ends with one
+    gap = np.diff(space)
+    word = np.flatnonzero(gap > 1)
+    starts, lens = space[word] + 1, gap[word] - 1
+    win = np.ndarray((len(data) - 7,), "<u8", data, 0, (1,))  # 8 bytes at every offset
+    h = win[starts]
+    h &= _BYTE_MASKS[np.minimum(lens, 8)]
+    long = np.flatnonzero(lens > 8)
+    if long.size:
+        h[long] ^= _long_words(win, starts[long], lens[long], keys[1])
+    h ^= keys[0]
+    return _mix64(h), np.diff(np.searchsorted(starts, bounds))
 
 
 def shingle_hashes(
     words: np.ndarray, counts: np.ndarray, mult: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """64-bit hashes of word n-grams (n = len(mult)) that do not cross documents.
-
-    A document with 0 < k < n words gets one shingle of its k words; one with none gets none.
-    Returns (shingles uint64 [S], shingles_per_doc int64 [len(counts)]).
+    """64-bit hashes mix64(sum_k word[j+k] * mult[k]) of word n-grams (n = len(mult)) that do not
+    cross documents. A document with 0 < k < n words gets one shingle of its k words; one with
+    none gets none. Returns (shingles uint64 [S], shingles_per_doc int64 [len(counts)]).
     """
-    n = len(mult)
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    total = int(ends[-1]) if len(ends) else 0
-    doc_end = np.repeat(ends, counts)  # per word: end offset of its document
-    j = np.arange(total)
-    acc = np.zeros(total, np.uint64)
-    padded = np.concatenate([words, np.zeros(n, np.uint64)])
-    for k in range(n):  # n is small (1..~13): a loop over shingle width, not over data
-        term = padded[k : k + total] * mult[k]
-        term[j + k >= doc_end] = 0
-        acc += term
-    per_doc = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1))
-    keep = (j + n <= doc_end) | ((j == np.repeat(starts, counts)) & np.repeat(counts < n, counts))
-    return _mix64(acc[keep]), per_doc.astype(np.int64)
+    n, total = len(mult), len(words)
+    per_doc = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1)).astype(np.int64)
+    word_start = np.cumsum(counts) - counts
+    out_start = np.cumsum(per_doc) - per_doc
+    windows = max(total - n + 1, 0)
+    acc = words[:windows] * mult[0]  # every window of n words, crossing documents or not
+    for k in range(1, n):  # n is small (1..~13): a loop over shingle width, not over data
+        acc += words[k : k + windows] * mult[k]
+    # shingle i of doc d is window word_start[d] + i
+    src = np.repeat(word_start - out_start, per_doc) + np.arange(int(per_doc.sum()))
+    out = np.take(acc, src, mode="clip") if windows else np.zeros(len(src), np.uint64)
+    short = np.flatnonzero((counts > 0) & (counts < n))
+    if short.size:  # one shingle of their k < n words
+        s, c = word_start[short], counts[short]
+        val = np.zeros(short.size, np.uint64)
+        for k in range(int(c.max())):
+            val += np.where(k < c, words[np.minimum(s + k, total - 1)] * mult[k], np.uint64(0))
+        out[out_start[short]] = val
+    return _mix64(out), per_doc
 
 
-def _long_doc_min(shingles: np.ndarray, a: np.ndarray, buf: np.ndarray) -> np.ndarray:
+def _long_doc_min(x: np.ndarray, a: np.ndarray, buf: np.ndarray) -> np.ndarray:
     """Signature uint32 [num_perm] of one document whose shingles exceed one block."""
     step = buf.shape[1]
-    best = np.full(len(a), np.iinfo(np.uint64).max, np.uint64)
-    for lo in range(0, len(shingles), step):
-        block = shingles[lo : lo + step]
+    best = np.full(len(a), _MAX_HASH, np.uint32)
+    for lo in range(0, len(x), step):
+        block = x[lo : lo + step]
         cells = buf[:, : len(block)]
         np.multiply(a[:, None], block[None, :], out=cells)
         np.minimum(best, cells.min(axis=1), out=best)
-    return (best >> np.uint64(32)).astype(np.uint32)
+    return best
 
 
 def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """MinHash signatures: min over a doc's shingles x of (a_i * x mod 2^64) >> 32.
+    """MinHash signatures: min over a doc's shingles of h_i(x) = a_i * x mod 2^32.
 
-    `shingles` uint64 [S], already well mixed; `a` odd uint64 [num_perm]. Multiply-shift
-    (Dietzfelbinger et al. 1997) is universal; the shift commutes with min, so it runs once per
-    signature value. One multiply and one reduce per cell: the (S x num_perm) array is the cost.
+    x = the top 32 bits of the well-mixed 64-bit shingle hash; `a` odd uint32 [num_perm], so
+    each h_i is a bijection of the 32-bit values (multiplicative hashing; its estimates match
+    the binomial variance, see docs/dedup.md). One uint32 multiply and one reduce per cell:
+    the (num_perm x S) array is the cost, and 32-bit lanes halve it against 64-bit ones.
     Docs without shingles get all 0xFFFFFFFF. Returns uint32 [num_docs, num_perm].
     """
     num_docs, num_perm = len(per_doc), len(a)
@@ -172,40 +215,40 @@ def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray) -> np.n
     has = np.flatnonzero(per_doc > 0)
     if has.size == 0:
         return out
+    x = (shingles >> np.uint64(32)).astype(np.uint32)
     offsets = np.concatenate([[0], np.cumsum(per_doc)])
     ends = offsets[has + 1]
     step = max(1, _CHUNK_CELLS // num_perm)
-    buf = np.empty((num_perm, step), np.uint64)  # reused: no page faults per block
+    buf = np.empty((num_perm, step), np.uint32)  # reused: no page faults per block
     i = 0
     while i < has.size:  # blocks of whole documents, ~step shingles each (cache-sized)
         lo = offsets[has[i]]
         j = max(i + 1, int(np.searchsorted(ends, lo + step, side="right")))
         hi = ends[j - 1]
         if hi - lo > step:  # one document longer than a block: running min over sub-blocks
-            out[has[i]] = _long_doc_min(shingles[lo:hi], a, buf)
+            out[has[i]] = _long_doc_min(x[lo:hi], a, buf)
             i = j
             continue
         # [num_perm, block]: reduceat along the contiguous axis is ~20x faster than across it
         cells = buf[:, : hi - lo]
-        np.multiply(a[:, None], shingles[None, lo:hi], out=cells)
-        mins = np.minimum.reduceat(cells, offsets[has[i:j]] - lo, axis=1)
-        out[has[i:j]] = (mins >> np.uint64(32)).astype(np.uint32).T
+        np.multiply(a[:, None], x[None, lo:hi], out=cells)
+        out[has[i:j]] = np.minimum.reduceat(cells, offsets[has[i:j]] - lo, axis=1).T
         i = j
     return out
 
 
 def minhash_texts(texts: list[str], num_perm: int, ngram: int, seed: int) -> np.ndarray:
     """Signatures uint32 [len(texts), num_perm] for raw texts (simplified here)."""
-    table, mult, a = _tables(seed, num_perm, ngram)
-    words, counts = word_hashes(texts, table)
+    keys, mult, a = _tables(seed, num_perm, ngram)
+    words, counts = word_hashes(texts, keys)
     shingles, per_doc = shingle_hashes(words, counts, mult)
     return signatures(shingles, per_doc, a)
 
 
 def shingle_sets(texts: list[str], ngram: int, seed: int) -> list[np.ndarray]:
     """Each text's set of 64-bit shingle hashes, sorted unique uint64 arrays (exact Jaccard)."""
-    table, mult, _ = _tables(seed, 1, ngram)
-    words, counts = word_hashes(texts, table)
+    keys, mult, _ = _tables(seed, 1, ngram)
+    words, counts = word_hashes(texts, keys)
     shingles, per_doc = shingle_hashes(words, counts, mult)
     return [np.unique(s) for s in np.split(shingles, np.cumsum(per_doc)[:-1])]
 
