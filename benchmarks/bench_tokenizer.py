@@ -16,6 +16,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 import argparse  # noqa: E402
 import gzip  # noqa: E402
+import importlib  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -188,7 +189,7 @@ def bench_encode(ours: Tokenizer, train: list[str], held: list[str], repeats: in
     caches filled by other text, the steady state of a long run.
     """
     docs = train + held
-    hf, enc = _hf_from(ours), tiktoken_from(ours)
+    hf, enc = _hf_from(ours), tiktoken_from(ours) if have_tiktoken() else None
     warm = Tokenizer(ours.merges)
     [warm.encode(d) for d in train]
     primed = []  # one train-warmed copy per round, made outside the timed region
@@ -207,36 +208,42 @@ def bench_encode(ours: Tokenizer, train: list[str], held: list[str], repeats: in
         t = primed.pop()  # each round gets its own copy: never warmed by a previous round
         return [t.encode(d) for d in held]
 
-    secs, last = interleaved(
-        {
-            "ours_cold_cache": cold,
-            "ours_warm_cache": lambda: [warm.encode(d) for d in docs],
-            "hf_encode_batch": lambda: hf.encode_batch(docs),
-            "tiktoken": lambda: [enc.encode(d, allowed_special="all") for d in docs],
-            "ours_heldout_after_train": heldout_primed,
-            "hf_heldout": lambda: hf.encode_batch(held),
-            "tiktoken_heldout": lambda: [enc.encode(d, allowed_special="all") for d in held],
-        },
-        repeats,
-    )
+    fns = {
+        "ours_cold_cache": cold,
+        "ours_warm_cache": lambda: [warm.encode(d) for d in docs],
+        "hf_encode_batch": lambda: hf.encode_batch(docs),
+        "ours_heldout_after_train": heldout_primed,
+        "hf_heldout": lambda: hf.encode_batch(held),
+    }
+    if enc is not None:
+        fns["tiktoken"] = lambda: [enc.encode(d, allowed_special="all") for d in docs]
+        fns["tiktoken_heldout"] = lambda: [enc.encode(d, allowed_special="all") for d in held]
+    secs, last = interleaved(fns, repeats)
     mb, mb_held = nbytes(docs) / 1e6, nbytes(held) / 1e6
     mbs = {k: (mb_held if "heldout" in k else mb) / v for k, v in secs.items()}
     ids = last["ours_cold_cache"]
-    same_hf = sum(a == b.ids for a, b in zip(ids, last["hf_encode_batch"], strict=True))
-    same_tt = sum(a == b for a, b in zip(ids, last["tiktoken"], strict=True))
-    tt, hfs = mbs["tiktoken"], mbs["hf_encode_batch"]
+
+    def same(other: list) -> float:
+        return sum(a == b for a, b in zip(ids, other, strict=True)) / len(docs)
+
+    hfs = mbs["hf_encode_batch"]
+    tt, tth = mbs.get("tiktoken"), mbs.get("tiktoken_heldout")
     return {
         "encode_mb": round(mb, 3),
         "heldout_mb": round(mb_held, 3),
         "encode_mb_per_s": mbs,
         "encode_ratio_ours_cold_over_hf": mbs["ours_cold_cache"] / hfs,
         "encode_ratio_ours_warm_over_hf": mbs["ours_warm_cache"] / hfs,
-        "encode_ratio_ours_cold_over_tiktoken": mbs["ours_cold_cache"] / tt,
-        "encode_ratio_ours_warm_over_tiktoken": mbs["ours_warm_cache"] / tt,
         "encode_ratio_heldout_ours_over_hf": mbs["ours_heldout_after_train"] / mbs["hf_heldout"],
-        "encode_ratio_heldout_ours_over_tiktoken": mbs["ours_heldout_after_train"]
-        / mbs["tiktoken_heldout"],
-        "ids_identical_docs_fraction": {"hf": same_hf / len(docs), "tiktoken": same_tt / len(docs)},
+        "encode_ratio_ours_cold_over_tiktoken": mbs["ours_cold_cache"] / tt if tt else None,
+        "encode_ratio_ours_warm_over_tiktoken": mbs["ours_warm_cache"] / tt if tt else None,
+        "encode_ratio_heldout_ours_over_tiktoken": (
+            mbs["ours_heldout_after_train"] / tth if tth else None
+        ),
+        "ids_identical_docs_fraction": {
+            "hf": same([e.ids for e in last["hf_encode_batch"]]),
+            "tiktoken": same(last["tiktoken"]) if enc is not None else None,
+        },
     }
 
 
@@ -248,22 +255,28 @@ def bench_vocab(vocab: int, train: list[str], held: list[str], repeats: int) -> 
     return out
 
 
+def have_tiktoken() -> bool:
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def tiktoken_version() -> str | None:
+    if not have_tiktoken():
+        return None
+    import tiktoken
+
+    return tiktoken.__version__
+
+
 def setup() -> None:
+    """pip-install tiktoken (no deps: regex is ours already) into SITE, already on sys.path."""
     SITE.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--target",
-            str(SITE),
-            "tiktoken",
-        ],
-        check=True,
-    )
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(SITE)]
+    subprocess.run([*cmd, "tiktoken"], check=True)
+    importlib.invalidate_caches()
 
 
 def main() -> None:
@@ -272,12 +285,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--vocab", type=int, nargs="+", default=[4096, 8192])
     args = ap.parse_args()
-    if args.setup:
-        setup()
-    try:
-        import tiktoken  # noqa: F401
-    except ImportError:
-        sys.exit("tiktoken missing: run `python benchmarks/bench_tokenizer.py --setup` once")
+    if args.setup or not have_tiktoken():
+        try:
+            setup()
+        except (OSError, subprocess.CalledProcessError) as exc:  # offline: run without it
+            print(f"tiktoken could not be installed ({exc}); skipping that peer", flush=True)
     train = [d for f in TRAIN_FILES for d in read_docs(f)]
     held = [d for f in HELDOUT_FILES for d in read_docs(f)]
     results = []
@@ -285,7 +297,6 @@ def main() -> None:
         r = bench_vocab(v, train, held, args.repeats)
         print(json.dumps(r, indent=1), flush=True)
         results.append(r)
-    import tiktoken
     import tokenizers
 
     out = {
@@ -294,7 +305,7 @@ def main() -> None:
         "threads": 1,
         "python": sys.version.split()[0],
         "tokenizers": tokenizers.__version__,
-        "tiktoken": tiktoken.__version__,
+        "tiktoken": tiktoken_version(),
         "train_files": TRAIN_FILES,
         "heldout_files": HELDOUT_FILES,
         "train_docs": len(train),

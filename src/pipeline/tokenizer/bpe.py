@@ -1,10 +1,8 @@
 """Byte-level BPE: 256 byte tokens, ranked merges, special tokens; encode and decode.
 
-Encoding cuts special tokens out of the text, splits the rest with the pre-tokenizer regex and
-looks each piece up in a per-tokenizer cache (real text repeats pieces, so hits dominate); a
-miss runs BPE on the piece's UTF-8 bytes, lowest-rank pair first, leftmost on ties (as Hugging
-Face `tokenizers` and tiktoken do). Lone surrogates are encoded as their 3 `surrogatepass` bytes
-and decoded back, so decode(encode(x)) == x for every Python str.
+Encoding cuts out special tokens, splits the rest and looks chunks and pieces up in caches; a
+miss runs BPE on the UTF-8 bytes, lowest-rank pair first, leftmost on ties (as HF and tiktoken).
+Lone surrogates travel as their 3 `surrogatepass` bytes, so decode(encode(x)) == x for any str.
 """
 
 from __future__ import annotations
