@@ -3,8 +3,8 @@
 Same real text (/work/shared/corpora), same vocab (4096, 8192), all single-threaded
 (RAYON_NUM_THREADS=1, tiktoken one call per document). Reports training seconds, bytes/token on
 the training text and on held-out text, encode MB/s, and the ratios. Writes
-outputs/benchmarks/tokenizer.json. tiktoken is not a project dependency: `--setup` pip-installs
-it into .bench-venv-tokenizer/site (git-ignored), which this script puts on sys.path.
+outputs/benchmarks/tokenizer.json. tiktoken is not a project dependency: the first run (or
+--setup) pip-installs it into .bench-venv-tokenizer/site (git-ignored), put on sys.path here.
 """
 
 from __future__ import annotations
