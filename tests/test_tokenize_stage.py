@@ -165,3 +165,11 @@ def test_bad_tokenizer_file_stops_the_run(toy_run, tmp_path):
     bad.write_text("{}")
     with pytest.raises(DataError, match="model.type must be 'BPE'"):
         _tokenize(toy_run, tokenizer_path=str(bad))
+
+
+def test_missing_tokenizer_file_is_a_recipe_error(tmp_path):
+    with pytest.raises(RecipeError, match=r"tokenize.tokenizer_path: no file"):
+        make_recipe(
+            tmp_path,
+            {"download": {"source": "toy"}, "tokenize": {"tokenizer_path": str(tmp_path / "x")}},
+        )

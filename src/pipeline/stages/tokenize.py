@@ -57,6 +57,8 @@ class TokenizeConfig:
             raise RecipeError(
                 f"{path}.special_tokens", f"must be distinct non-empty strings, got {specials}"
             )
+        if self.tokenizer_path is not None and not Path(self.tokenizer_path).is_file():
+            raise RecipeError(f"{path}.tokenizer_path", f"no file {self.tokenizer_path!r}")
         if self.tokenizer_path is None and self.vocab_size < 256 + len(specials) + 1:
             raise RecipeError(
                 f"{path}.vocab_size",
