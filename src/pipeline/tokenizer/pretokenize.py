@@ -28,9 +28,16 @@ WHITESPACE = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # a chunk boundary, so findall(text) == [p for c in chunks(text) for p in findall(c)] (tested),
 # and a cache keyed by chunk is exact. The stdlib `re` runs this ~2x faster than `regex` runs
 # the full pattern, and there are ~20% fewer chunks than pieces.
-COARSE = re.compile(rf"[{WHITESPACE}]+(?![^{WHITESPACE}])| ?[^{WHITESPACE}]+|[{WHITESPACE}]+")
+# The alternatives match at disjoint positions, so their order is free: the common one first.
+COARSE = re.compile(rf" ?[^{WHITESPACE}]+|[{WHITESPACE}]+(?![^{WHITESPACE}])|[{WHITESPACE}]+")
 CHUNKABLE = (SPLIT_PATTERN, GPT2_PATTERN)  # patterns for which the chunk identity holds
 
+# The same matches as the two patterns above (tested): a word is tried first, contractions are
+# one alternative; ~10% faster with `regex`. tokenizer.json keeps the canonical strings.
+_FAST = {
+    SPLIT_PATTERN: r" ?\p{L}+| ?\p{N}{1,3}|'(?:[stmd]|re|ve|ll)| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+    GPT2_PATTERN: r" ?\p{L}+| ?\p{N}+|'(?:[stmd]|re|ve|ll)| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+}
 _COMPILED: dict[str, regex.Pattern] = {}
 
 
@@ -38,7 +45,7 @@ def compile_pattern(pattern: str = SPLIT_PATTERN) -> regex.Pattern:
     """The compiled split regex (cached per process: compiling costs ~1 ms)."""
     pat = _COMPILED.get(pattern)
     if pat is None:
-        pat = _COMPILED[pattern] = regex.compile(pattern)
+        pat = _COMPILED[pattern] = regex.compile(_FAST.get(pattern, pattern))
     return pat
 
 
