@@ -266,3 +266,10 @@ def test_load_a_tokenizer_trained_by_hf(tmp_path):
     for text in [*MIXED, "numbers 1234567 and 'quotes' \r\n"]:
         assert ours.encode(text) == hf.encode(text).ids, text
         assert ours.decode(ours.encode(text)) == text
+
+
+def test_custom_specials_without_a_common_prefix():
+    tok = Tokenizer([], specials=[EOS, "<|pad|>", "[SEP]"])
+    ids = tok.encode("a[SEP]b<|endoftext|>")
+    assert ids == [97, tok.specials["[SEP]"], 98, tok.eos_id]
+    assert tok.decode(ids) == "a[SEP]b<|endoftext|>"

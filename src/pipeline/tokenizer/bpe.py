@@ -8,6 +8,7 @@ Lone surrogates travel as their 3 `surrogatepass` bytes, so decode(encode(x)) ==
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 
@@ -133,6 +134,9 @@ class Tokenizer:
         self._identity = self.byte_ids == list(range(256))
         self._pat = compile_pattern(pattern)
         self._splitter = special_splitter(self.specials)
+        # text without these substrings holds no special token: "<|" alone for the defaults
+        prefix = os.path.commonprefix(list(self.specials))
+        self._hints = [prefix] if prefix else list(self.specials)
         self._cache = _Cache(self.encode_piece)  # piece -> ids
         # chunk -> ids (a chunk is one or a few pieces, see pretokenize.COARSE)
         self._chunks = _Cache(self._encode_chunk) if pattern in CHUNKABLE else None
@@ -165,7 +169,7 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`; occurrences of special-token strings become their single ids."""
-        if self._splitter is None or not any(s in text for s in self.specials):
+        if self._splitter is None or not any(h in text for h in self._hints):
             return self.encode_ordinary(text)  # substring checks are far cheaper than a regex
         out: list[int] = []
         get, findall = self._lookup, self._split
