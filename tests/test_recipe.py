@@ -73,6 +73,14 @@ def test_no_stage_enabled(tmp_path):
         make_recipe(tmp_path, {"download": False})
 
 
+def test_a_run_starts_with_download(tmp_path):
+    from pipeline.stages import STAGES
+
+    later = next(name for name in STAGES if name != "download")
+    with pytest.raises(RecipeError, match=rf"{later}: has no input"):
+        make_recipe(tmp_path, {later: {}})
+
+
 def test_invalid_yaml_names_file_and_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("name: x\ndownload: {source: toy\n")

@@ -251,6 +251,10 @@ def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
         stages[name] = build_config(STAGES[name].config_cls, raw[name], name)
     if not stages:
         raise RecipeError("", f"no stage enabled; add a block for one of: {', '.join(STAGES)}")
+    first = next(iter(stages))
+    if first != "download":
+        raise RecipeError(first, "has no input: every run starts with a `download:` block "
+                          "(source: jsonl/parquet/text reads your own files)")
     return Recipe(run=run, stages=stages, path=path)
 
 
