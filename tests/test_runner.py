@@ -149,6 +149,13 @@ def test_report_sections_balance_and_are_replaced(tmp_path):
     assert clean["dropped_prefix"] == 10  # toy-000000 .. toy-000009
 
 
+def test_empty_upstream_is_a_clear_error(tmp_path):
+    stages = {"download": DOWNLOAD, "clean": {"drop_prefix": "toy-"}, "dedup": {}}
+    with pytest.raises(PipelineError, match="dedup: nothing to do, clean left no records"):
+        run_recipe(make_recipe(tmp_path / "run", stages), progress=False)  # clean drops all
+    assert "clean" in Manifest.load(tmp_path / "run").stages  # its work is kept for inspection
+
+
 def test_crash_leaves_no_partial_output_and_rerun_matches(tmp_path):
     crash = recipe(tmp_path, {"fail_after_parts": 1})
     with pytest.raises(RuntimeError, match="simulated crash"):

@@ -56,6 +56,15 @@ class Manifest:
                 return False
         return True
 
+    def num_part_records(self, name: str) -> int:
+        """Records in the stage's main parts (rows, or array length for .npy)."""
+        entry = self.stages.get(name, {})
+        return sum(
+            o["records"] or 0
+            for o in entry.get("outputs", [])
+            if o["path"].startswith(f"{name}/part-") and o["path"].count("/") == 1
+        )
+
     def parts(self, name: str) -> list[Path]:
         """The stage's main parts: `<name>/part-*` directly inside its folder, in order."""
         entry = self.stages.get(name, {})

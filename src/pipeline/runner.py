@@ -146,6 +146,11 @@ def _run_stage(
 ) -> None:
     name, run_dir = item.name, manifest.run_dir
     stage, cfg = STAGES[name], recipe.stages[name]
+    if upstream is not None and manifest.num_part_records(upstream) == 0:
+        raise PipelineError(
+            f"{name}: nothing to do, {upstream} left no records; see `pipeline report {run_dir}` "
+            f"and `pipeline inspect {run_dir} --stage {upstream}` for why"
+        )
     tmp = run_dir / f".tmp-{name}"
     shutil.rmtree(tmp, ignore_errors=True)  # leftovers of an interrupted run
     tmp.mkdir(parents=True)
