@@ -8,7 +8,6 @@ them: `tokenizer.json` (Hugging Face format) and `meta.json`. Empty documents ar
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_json, part_name, read_table, write_table
+from pipeline.io import atomic_write_json, part_name, read_table, save_npy, write_table
 from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.tokenizer import hf
@@ -132,14 +131,6 @@ def part_word_counts(
 @lru_cache(maxsize=2)
 def _load_tokenizer(path: str, sha256: str) -> Tokenizer:
     return hf.load(Path(path))  # sha256 in the key: a new file at the same path reloads
-
-
-def save_npy(path: Path, arr: np.ndarray) -> None:
-    """np.save atomically (temp + rename); .npy bytes depend only on dtype, shape and data."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, arr, allow_pickle=False)
-    os.replace(tmp, path)
 
 
 def encode_part(
