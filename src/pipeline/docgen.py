@@ -14,16 +14,21 @@ import re
 from pipeline.recipe import RunConfig
 from pipeline.stages import STAGES
 
-_FIELD = re.compile(r"^\s+(\w+):[^#]*#\s*(.+)$")
+_FIELD = re.compile(r"^\s+(\w+):\s*[^#=]+=[^#]*?(?:#\s*(.+))?$")
+_COMMENT = re.compile(r"^\s+#\s*(.+)$")
 
 
 def field_comments(cls: type) -> dict[str, str]:
-    """{field name: its trailing comment} read from the class source."""
-    out = {}
+    """{field name: its trailing `# comment`, or the comment line just above it}."""
+    out, above = {}, ""
     for line in inspect.getsource(cls).splitlines():
-        m = _FIELD.match(line)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
+        if m := _COMMENT.match(line):
+            above = m.group(1).strip()
+        elif m := _FIELD.match(line):
+            out[m.group(1)] = (m.group(2) or above).strip()
+            above = ""
+        else:
+            above = ""
     return out
 
 
