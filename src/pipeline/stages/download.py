@@ -36,12 +36,8 @@ class DownloadConfig:
     source: str = "tinystories"  # a builtin corpus, jsonl | parquet | text, or toy | python_docs
     path: str | None = None  # jsonl/parquet/text: a file, a folder or a glob
     text_field: str = "text"  # jsonl/parquet: the field holding the document text
-    id_field: str | None = (
-        "id"  # jsonl/parquet: the id field; ids are made from file:line if absent
-    )
-    separator: str | None = (
-        None  # text: split each file on lines equal to this; None = one doc/file
-    )
+    id_field: str | None = "id"  # jsonl/parquet: id field; absent ids become file:line
+    separator: str | None = None  # text: split files on lines equal to this; null: 1 doc/file
     max_docs: int | None = bounded(None, ge=1)  # stop after this many documents (toy: how many)
     docs_per_part: int = bounded(5000, ge=1)  # documents per Parquet part (the unit of parallelism)
     max_malformed_fraction: float = bounded(0.05, ge=0.0, le=1.0)  # stop the run above this share
