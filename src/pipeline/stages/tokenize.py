@@ -35,9 +35,7 @@ NUM_FIRST_MERGES = 20  # merges shown in the report
 @dataclass(frozen=True)
 class TokenizeConfig:
     vocab_size: int = bounded(8192, ge=257, le=1 << 32)  # tokens in all: 256 bytes+merges+specials
-    min_frequency: int = bounded(
-        2, ge=1
-    )  # a pair seen fewer times (in training text) is not merged
+    min_frequency: int = bounded(2, ge=1)  # a pair seen fewer times in training is not merged
     tokenizer_path: str | None = None  # a tokenizer.json to use instead of training one
     max_train_docs: int | None = bounded(None, ge=1)  # train on at most this many docs (part order)
     max_train_bytes: int | None = bounded(200_000_000, ge=1)  # and at most this much UTF-8 text
