@@ -62,6 +62,43 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+_SPARK = " ▁▂▃▄▅▆▇█"
+
+
+def _is_histogram(v: Any) -> bool:
+    return isinstance(v, dict) and "counts" in v and ("bins" in v or "edges" in v)
+
+
+def _spark(hist: dict[str, Any]) -> str:
+    """counts as a one-line bar chart over the bin edges, threshold named."""
+    counts = hist["counts"]
+    edges = hist.get("bins") or hist.get("edges")
+    top = max(counts) if counts and max(counts) > 0 else 1
+    bars = "".join(_SPARK[min(8, -(-8 * c // top))] for c in counts)
+    thr = hist.get("threshold")
+    where = f" threshold={_fmt(thr)}" if thr is not None else ""
+    return f"[{_fmt(edges[0])} |{bars}| {_fmt(edges[-1])}]{where} n={sum(counts):,}"
+
+
+def _render(key: str, value: Any) -> list[str]:
+    """One stat as lines: scalars inline, histograms as bars, tables of dicts one row each."""
+    if _is_histogram(value):
+        return [f"  {key}  {_spark(value)}"]
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        lines = [f"  {key}"]
+        width = max(len(str(k)) for k in value)
+        for name, sub in value.items():
+            if _is_histogram(sub):
+                text = f"{sub.get('stat', '')} {_spark(sub)}".strip()
+            else:
+                text = "  ".join(
+                    f"{k}={_fmt(v)}" for k, v in sub.items() if not isinstance(v, (dict, list))
+                )
+            lines.append(f"    {str(name).ljust(width)}  {text}")
+        return lines
+    return [f"  {key}  {_fmt(value)}"]
+
+
 def format_report(report: dict[str, Any]) -> str:
     """A readable table: one summary row per stage, then each stage's own statistics."""
     head = ("stage", "docs_in", "docs_out", "dropped", "seconds", "docs/s", "MB/s")
@@ -89,7 +126,8 @@ def format_report(report: dict[str, Any]) -> str:
     for r in rows:
         lines.append(
             "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=False))
             )
         )
     skip = {"docs_in", "docs_out", "docs_per_s", "mb_per_s"}
@@ -99,5 +137,6 @@ def format_report(report: dict[str, Any]) -> str:
             continue
         lines += ["", f"[{s['stage']}]"]
         width = max(len(k) for k in extra)
-        lines += [f"  {k.ljust(width)}  {_fmt(v)}" for k, v in extra.items()]
+        for k, v in extra.items():
+            lines += _render(k.ljust(width), v)
     return "\n".join(lines)
