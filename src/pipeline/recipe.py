@@ -253,8 +253,11 @@ def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
         raise RecipeError("", f"no stage enabled; add a block for one of: {', '.join(STAGES)}")
     first = next(iter(stages))
     if first != "download":
-        raise RecipeError(first, "has no input: every run starts with a `download:` block "
-                          "(source: jsonl/parquet/text reads your own files)")
+        raise RecipeError(
+            first,
+            "has no input: every run starts with a `download:` block "
+            "(source: jsonl/parquet/text reads your own files)",
+        )
     return Recipe(run=run, stages=stages, path=path)
 
 

@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 from pipeline.stage import Stage
-from pipeline.stages import download
-from pipeline.stages import clean
-from pipeline.stages import dedup
-from pipeline.stages import quality
-from pipeline.stages import tokenize
-from pipeline.stages import pack
-from pipeline.stages import shard
+from pipeline.stages import clean, dedup, download, pack, quality, shard, tokenize
 
 ORDER = ("download", "clean", "dedup", "quality", "tokenize", "pack", "shard")
 
@@ -23,4 +17,6 @@ _REGISTERED: list[Stage] = [
     shard.STAGE,
 ]
 
-STAGES: dict[str, Stage] = {s.name: s for s in sorted(_REGISTERED, key=lambda s: ORDER.index(s.name))}
+STAGES: dict[str, Stage] = {
+    s.name: s for s in sorted(_REGISTERED, key=lambda s: ORDER.index(s.name))
+}
