@@ -7,6 +7,7 @@ on part i, its config and its seed writes the same bytes for any `workers`.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -49,7 +50,9 @@ class Executor:
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # forkserver: no fork() of a process that already runs pyarrow/numpy threads
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("forkserver"))
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context("forkserver"), initializer=_ignore_sigint
+            )
         return self._pool
 
     def close(self) -> None:
@@ -57,8 +60,26 @@ class Executor:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
+    def abort(self) -> None:
+        """Stop now (Ctrl-C, a failed part): cancel queued work and end the worker processes,
+        so none of them writes into a folder the runner is about to remove."""
+        if self._pool is None:
+            return
+        processes = list(getattr(self._pool, "_processes", {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
+        for proc in processes:
+            proc.join(timeout=10)
+        self._pool = None
+
     def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C reaches the whole process group; only the parent handles it (and aborts the pool)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -172,6 +172,7 @@ def _run_stage(
     try:
         result = stage.run(cfg, ctx)
     except BaseException:
+        executor.abort()  # workers may still be writing into tmp
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     seconds = time.perf_counter() - t0
