@@ -97,6 +97,47 @@ class _Cache(dict):
         return ids
 
 
+# ASCII punctuation (no letter, digit or whitespace): a chunk `[ ]letters` + a run of these is
+# exactly two pieces under both CHUNKABLE patterns, so it needs no regex (tested).
+_TAIL = ".,;:!?\"')]}-"
+
+
+class _ChunkCache(dict):
+    """chunk -> ids. A miss is resolved in this one frame (no nested cache or method calls) and
+    its common shapes skip the regex: together ~9% off a cold pass (measured)."""
+
+    def __init__(self, tok: Tokenizer):
+        super().__init__()
+        self.tok, self.pieces, self.findall = tok, tok._cache, tok._pat.findall
+
+    def __missing__(self, chunk: str) -> tuple[int, ...]:
+        pieces = self.pieces
+        word = chunk[1:] if chunk[0] == " " else chunk
+        if word.isalpha():  # one ` ?\p{L}+` piece (isalpha implies \p{L}: tested), no regex
+            ids = pieces.get(chunk)
+            if ids is None:
+                tok = self.tok
+                raw = chunk.encode("utf-8", "surrogatepass")
+                ids = list(raw) if tok._identity else [tok.byte_ids[b] for b in raw]
+                fn = _bpe_short if len(ids) <= SHORT_PIECE else _bpe_long
+                ids = tuple(fn(ids, tok.ranks, tok.merged_ids))
+                if len(chunk) <= MAX_CACHED_PIECE:
+                    if len(pieces) >= MAX_CACHE_ENTRIES:
+                        pieces.clear()
+                    pieces[chunk] = ids
+        elif (head := chunk.rstrip(_TAIL)) != chunk and (
+            head[1:] if head[:1] == " " else head
+        ).isalpha():  # "[ ]word" + a run of _TAIL: the two pieces, no regex
+            ids = pieces[head] + pieces[chunk[len(head) :]]
+        else:
+            ids = tuple(chain.from_iterable(map(pieces.__getitem__, self.findall(chunk))))
+        if len(chunk) <= MAX_CACHED_PIECE:
+            if len(self) >= MAX_CACHE_ENTRIES:
+                self.clear()
+            self[chunk] = ids
+        return ids
+
+
 class Tokenizer:
     """Byte-level BPE. `vocab[id]` is the token's bytes; specials follow the merged tokens."""
 
@@ -139,7 +180,7 @@ class Tokenizer:
         self._hints = [prefix] if prefix else list(self.specials)
         self._cache = _Cache(self.encode_piece)  # piece -> ids
         # chunk -> ids (a chunk is one or a few pieces, see pretokenize.COARSE)
-        self._chunks = _Cache(self._encode_chunk) if pattern in CHUNKABLE else None
+        self._chunks = _ChunkCache(self) if pattern in CHUNKABLE else None
         self._split, self._lookup = (
             (COARSE.findall, self._chunks.__getitem__)
             if self._chunks is not None
@@ -156,12 +197,6 @@ class Tokenizer:
         ids = list(raw) if self._identity else [self.byte_ids[b] for b in raw]
         fn = _bpe_short if len(ids) <= SHORT_PIECE else _bpe_long
         return tuple(fn(ids, self.ranks, self.merged_ids))
-
-    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
-        word = chunk[1:] if chunk[0] == " " else chunk
-        if word.isalpha():  # one ` ?\p{L}+` piece (isalpha implies \p{L}: tested), no regex
-            return self._cache[chunk]
-        return tuple(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(chunk))))
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Ids of `text` with special-token strings treated as plain text."""
