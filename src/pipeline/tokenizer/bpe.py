@@ -34,18 +34,19 @@ _INF = 1 << 62  # rank of a pair that is not a merge
 def _bpe_short(ids: list[int], ranks: dict[tuple[int, int], int], merged: list[int]) -> list[int]:
     """Merge the lowest-rank pair, leftmost first, until none is left; O(n) per merge.
 
-    `rs[i]` is the rank of (ids[i], ids[i+1]); a merge only changes its two neighbours' ranks.
+    `rs[i]` is the rank of (ids[i], ids[i+1]), plus one unmergeable slot at the end so that
+    `rs` is never empty; a merge only changes its two neighbours' ranks.
     """
     get = ranks.get
     rs = list(map(get, zip(ids, ids[1:], strict=False), repeat(_INF)))  # no Python loop
-    while rs:
-        r = min(rs)
-        if r == _INF:
-            break
+    rs.append(_INF)
+    n = len(ids)
+    while (r := min(rs)) != _INF:
         i = rs.index(r)
         ids[i] = t = merged[r]
         del ids[i + 1], rs[i]
-        if i < len(rs):
+        n -= 1
+        if i + 1 < n:
             rs[i] = get((t, ids[i + 1]), _INF)
         if i:
             rs[i - 1] = get((ids[i - 1], t), _INF)
