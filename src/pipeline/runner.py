@@ -238,6 +238,8 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:
 
 def _summary(stats: dict) -> str:
     keys = [k for k in ("docs_in", "docs_out", "tokens_out", "docs_per_s") if k in stats]
+    if not keys:  # a stage that counts something else (shard: sequences)
+        keys = [k for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)][:3]
     dropped = sum(v for k, v in stats.items() if k.startswith("dropped_") and isinstance(v, int))
     text = ", ".join(
         f"{k}={stats[k]:,}" if isinstance(stats[k], int) else f"{k}={stats[k]}" for k in keys
