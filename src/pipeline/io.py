@@ -82,6 +82,21 @@ def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa
     return pa.table(cols)
 
 
+def write_rejected(
+    out_dir: Path, index: int, rows: pa.Table, reasons: list[list[str]], **extra: pa.Array
+) -> str:
+    """Write dropped rows to `rejected/part-<index>.parquet` with a `reasons` column (replacing
+    an upstream one) and then `extra` columns; returns the path relative to `out_dir`."""
+    if "reasons" in rows.column_names:
+        rows = rows.drop_columns(["reasons"])
+    rows = rows.append_column("reasons", pa.array(reasons, pa.list_(pa.string())))
+    for name, values in extra.items():
+        rows = rows.append_column(name, values)
+    rel = f"rejected/{part_name(index)}"
+    write_table(Path(out_dir) / rel, rows)
+    return rel
+
+
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     return pq.read_table(path, columns=columns)
 

@@ -23,7 +23,7 @@ from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
 from pipeline.clean.textstats import NUM_STATS, SCRIPTS, STAT_INDEX, doc_stats
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import part_name, read_table, text_bytes, write_table
+from pipeline.io import part_name, read_table, text_bytes, write_rejected, write_table
 from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 
@@ -176,11 +176,7 @@ def clean_part(item: tuple[int, str], cfg: CleanConfig, out_dir: str) -> dict[st
     dropped = ~batch.keep
     if dropped.any():
         rej = table.filter(pa.array(dropped))
-        rej = rej.append_column(
-            "reasons", pa.array(_reasons(batch.fails[dropped]), pa.list_(pa.string()))
-        )
-        outputs.append(f"rejected/{part_name(index)}")
-        write_table(Path(out_dir) / outputs[1], rej)
+        outputs.append(write_rejected(out_dir, index, rej, _reasons(batch.fails[dropped])))
     att = attribution(batch.fails)
     return {
         "outputs": outputs,

@@ -23,7 +23,7 @@ from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
 from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
 from pipeline.dedup.unionfind import components
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import part_name, read_table, text_bytes, write_table
+from pipeline.io import part_name, read_table, text_bytes, write_rejected, write_table
 from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 
@@ -282,11 +282,10 @@ def _apply_part(
     outputs = [part_name(index)]
     write_table(out_dir / outputs[0], kept)
     if not keep.all():
-        reasons = pa.array([[REASONS[int(d)]] for d in decision[~keep]], pa.list_(pa.string()))
-        rej = table.filter(pa.array(~keep)).append_column("reasons", reasons)
-        rej = rej.append_column("cluster", pa.array(cluster[~keep], pa.int64()))
-        outputs.append(f"rejected/{part_name(index)}")
-        write_table(out_dir / outputs[1], rej)
+        reasons = [[REASONS[int(d)]] for d in decision[~keep]]
+        rej = table.filter(pa.array(~keep))
+        cluster_col = pa.array(cluster[~keep], pa.int64())
+        outputs.append(write_rejected(out_dir, index, rej, reasons, cluster=cluster_col))
     examples = []
     if show.any():
         rows = np.flatnonzero(show)

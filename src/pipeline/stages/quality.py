@@ -17,7 +17,14 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_bytes, part_name, read_table, text_bytes, write_table
+from pipeline.io import (
+    atomic_write_bytes,
+    part_name,
+    read_table,
+    text_bytes,
+    write_rejected,
+    write_table,
+)
 from pipeline.quality import select
 from pipeline.quality.features import (
     DEFAULT_BIAS,
@@ -129,12 +136,8 @@ def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
     write_table(out_dir / outputs[0], kept)
     if not keep.all():
         dropped = table.filter(pa.array(~keep))
-        reasons = ["no_words" if e else "low_quality" for e in no_words[~keep]]
-        dropped = dropped.append_column(
-            "reasons", pa.array([[r] for r in reasons], pa.list_(pa.string()))
-        )
-        outputs.append(f"rejected/{part_name(index)}")
-        write_table(out_dir / outputs[1], dropped)
+        reasons = [["no_words" if e else "low_quality"] for e in no_words[~keep]]
+        outputs.append(write_rejected(out_dir, index, dropped, reasons))
     ids = table.column("id").to_pylist()
     examples = {int(r): (ids[r], texts[r][:100]) for r in example_rows}
     return {

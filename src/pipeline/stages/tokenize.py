@@ -21,7 +21,14 @@ import pyarrow.compute as pc
 import xxhash
 
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_json, part_name, read_table, save_npy, write_table
+from pipeline.io import (
+    atomic_write_json,
+    part_name,
+    read_table,
+    save_npy,
+    write_rejected,
+    write_table,
+)
 from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.tokenizer import hf
@@ -168,9 +175,7 @@ def encode_part(
     write_table(out / outputs[1], docs)
     if empty.any():
         rej = table.filter(pa.array(empty))
-        reasons = pa.array([["empty"]] * rej.num_rows, pa.list_(pa.string()))
-        outputs.append(f"rejected/{part_name(index)}")
-        write_table(out / outputs[-1], rej.append_column("reasons", reasons))
+        outputs.append(write_rejected(out, index, rej, [["empty"]] * rej.num_rows))
     nbytes = _text_bytes(table)
     held = ~empty & ~trainable
     return {
