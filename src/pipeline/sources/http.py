@@ -6,7 +6,6 @@ the finished file is checked by size (and sha256 where known) and only then rena
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import urllib.error
@@ -14,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from pipeline.errors import DataError, PipelineError
+from pipeline.io import sha256_file
 from pipeline.progress import Progress
 
 CHUNK_BYTES = 1 << 20
@@ -108,7 +108,7 @@ def fetch(
             "URL is wrong or the file changed upstream (partial file removed)",
         )
     if sha256 is not None:
-        digest = _sha256(part)
+        digest = sha256_file(part)
         if digest != sha256:
             part.unlink()
             raise DataError(
@@ -118,11 +118,3 @@ def fetch(
             )
     os.replace(part, dest)
     return dest
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK_BYTES):
-            h.update(block)
-    return h.hexdigest()
