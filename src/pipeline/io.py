@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from pipeline.errors import DataError
 
 DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source", pa.string())])
 PARQUET_KW = dict(compression="zstd", compression_level=3, write_statistics=False)
@@ -95,6 +98,26 @@ def write_rejected(
     rel = f"rejected/{part_name(index)}"
     write_table(Path(out_dir) / rel, rows)
     return rel
+
+
+_PART_NAME = re.compile(r"^(part-\d+)\.(.+)$")
+
+
+def group_parts(paths: list[Path], kinds: dict[str, str], producer: str) -> list[dict[str, Path]]:
+    """Files `part-N.<suffix>` grouped per N, in part order: [{key: path}] for `kinds` = {key:
+    suffix}. A part missing one of its files is a DataError naming it; other files are ignored."""
+    by_suffix = {suffix: key for key, suffix in kinds.items()}
+    found: dict[str, dict[str, Path]] = {}
+    for p in paths:
+        m = _PART_NAME.match(Path(p).name)
+        if m and m.group(2) in by_suffix:
+            found.setdefault(m.group(1), {})[by_suffix[m.group(2)]] = Path(p)
+    for stem, group in found.items():
+        for key in kinds:
+            if key not in group:
+                parent = next(iter(group.values())).parent
+                raise DataError(str(parent / f"{stem}.{key}"), f"missing from {producer}'s output")
+    return [found[stem] for stem in sorted(found)]
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:

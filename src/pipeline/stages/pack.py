@@ -10,7 +10,6 @@ and `meta.json`. Algorithms live in pipeline.packing.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,6 +20,7 @@ import pyarrow as pa
 
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_json, part_name, read_table, save_npy, write_table
+from pipeline.io import group_parts as io_group_parts
 from pipeline.packing import (
     Packing,
     concat_docs_split,
@@ -31,8 +31,6 @@ from pipeline.packing import (
 )
 from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
-
-PART_RE = re.compile(r"^(part-\d+)\.(tokens\.npy|docs\.parquet)$")
 
 
 @dataclass(frozen=True)
@@ -86,23 +84,8 @@ def fill_sequences(
 
 def group_parts(paths: list[Path]) -> list[tuple[Path, Path]]:
     """tokenize's top-level parts -> [(tokens.npy, docs.parquet)] in part order."""
-    found: dict[str, dict[str, Path]] = {}
-    for p in paths:
-        m = PART_RE.match(Path(p).name)
-        if m:
-            found.setdefault(m.group(1), {})[m.group(2)] = Path(p)
-    pairs = []
-    for stem in sorted(found):
-        kinds = found[stem]
-        for kind in ("tokens.npy", "docs.parquet"):
-            if kind not in kinds:
-                other = next(iter(kinds.values()))
-                raise DataError(
-                    str(other.parent / f"{stem}.{kind}"),
-                    "missing: tokenize writes part-N.tokens.npy and part-N.docs.parquet in pairs",
-                )
-        pairs.append((kinds["tokens.npy"], kinds["docs.parquet"]))
-    return pairs
+    kinds = {"tokens.npy": "tokens.npy", "docs.parquet": "docs.parquet"}
+    return [(g["tokens.npy"], g["docs.parquet"]) for g in io_group_parts(paths, kinds, "tokenize")]
 
 
 def read_meta(tokenize_dir: Path | None) -> dict[str, Any]:

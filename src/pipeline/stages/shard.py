@@ -8,7 +8,6 @@ seed), the train permutation recipe seed + 1 (DESIGN.md "Seeds"); both are in me
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_json, read_table, sha256_file
+from pipeline.io import group_parts as io_group_parts
 from pipeline.recipe import bounded
 from pipeline.shuffle import (
     FORMAT_VERSION,
@@ -30,7 +30,6 @@ from pipeline.shuffle import (
 from pipeline.stage import Stage, StageContext, StageResult
 
 FIELDS = ("input_ids", "segment_ids")
-PART_RE = re.compile(r"^(part-\d+)\.(input_ids\.npy|segment_ids\.npy|seqs\.parquet)$")
 
 
 @dataclass(frozen=True)
@@ -114,16 +113,9 @@ def split_eval(
 
 
 def group_parts(paths: list[Path]) -> list[dict[str, Path]]:
-    found: dict[str, dict[str, Path]] = {}
-    for p in paths:
-        m = PART_RE.match(Path(p).name)
-        if m:
-            found.setdefault(m.group(1), {})[m.group(2).split(".")[0]] = Path(p)
-    for stem, kinds in found.items():
-        for kind in ("input_ids", "segment_ids", "seqs"):
-            if kind not in kinds:
-                raise DataError(f"{stem}.{kind}", "missing from pack's output")
-    return [found[s] for s in sorted(found)]
+    """pack's parts -> [{input_ids, segment_ids, seqs}] in part order."""
+    kinds = {"input_ids": "input_ids.npy", "segment_ids": "segment_ids.npy", "seqs": "seqs.parquet"}
+    return io_group_parts(paths, kinds, "pack")
 
 
 def write_shard(
