@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from unittest.mock import patch
 
+import numpy as np
 import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import DataError
-from pipeline.tokenizer import DEFAULT_SPECIALS, EOS, Tokenizer, load, save, train_bpe
+from pipeline.tokenizer import DEFAULT_SPECIALS, EOS, Tokenizer, bpe, load, save, train_bpe
+from pipeline.tokenizer.batch import NO_RANK, PairRanks, bpe_many
 from pipeline.tokenizer.bpe import _TAIL, _bpe_long, _bpe_short
 from pipeline.tokenizer.pretokenize import (
     COARSE,
@@ -291,6 +294,9 @@ def test_load_a_tokenizer_trained_by_hf(tmp_path):
     for text in [*MIXED, "numbers 1234567 and 'quotes' \r\n"]:
         assert ours.encode(text) == hf.encode(text).ids, text
         assert ours.decode(ours.encode(text)) == text
+    with patch.object(bpe, "MIN_VECTOR", 1):  # HF's own byte ids through the vectorised path
+        texts = [*MIXED, "numbers 1234567 and 'quotes' \r\n"]
+        assert load(path).encode_batch(texts) == [hf.encode(t).ids for t in texts]
 
 
 def test_custom_specials_without_a_common_prefix():
@@ -298,3 +304,61 @@ def test_custom_specials_without_a_common_prefix():
     ids = tok.encode("a[SEP]b<|endoftext|>")
     assert ids == [97, tok.specials["[SEP]"], 98, tok.eos_id]
     assert tok.decode(ids) == "a[SEP]b<|endoftext|>"
+
+
+# --- encode_batch: the vectorised cold-cache path -------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=80) | st.text("the cat sa", min_size=1), max_size=40)
+)
+def test_bpe_many_equals_the_one_piece_loop(tok, pieces):
+    """All pieces at once in numpy == each piece alone (lowest rank first, leftmost on ties)."""
+    raws = [p if isinstance(p, bytes) else p.encode() for p in pieces]
+    if not raws:
+        return
+    ids, counts = bpe_many(raws, PairRanks(tok.merges, tok.merged_ids), np.arange(256))
+    ends = np.cumsum(counts).tolist()
+    got = [ids[e - c : e].tolist() for e, c in zip(ends, counts.tolist(), strict=True)]
+    assert got == [_bpe_long(list(r), tok.ranks, tok.merged_ids) for r in raws]
+
+
+def test_pair_ranks_lookup_with_clashing_slots():
+    """Hash table lookups, hits and misses, equal a dict's, also where keys share slots."""
+    rng = random.Random(3)
+    merges = list({(rng.randrange(300), rng.randrange(300)) for _ in range(2000)})
+    table = PairRanks(merges, list(range(300, 300 + len(merges))))
+    left = np.array([rng.randrange(300) for _ in range(20000)] + [a for a, _ in merges])
+    right = np.array([rng.randrange(300) for _ in range(20000)] + [b for _, b in merges])
+    ranks = {m: r for r, m in enumerate(merges)}
+    expect = [ranks.get(p, NO_RANK) for p in zip(left.tolist(), right.tolist(), strict=True)]
+    assert table.lookup(left, right).tolist() == expect
+    slots = table._home(np.array([a * table.width + b for a, b in merges]))
+    assert len(set(slots.tolist())) < len(merges)  # the test did exercise probing
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(WORDY, max_size=30).map("".join), max_size=12))
+def test_encode_batch_equals_encode(tok, texts):
+    """Groups of a few texts, every cold chunk vectorised: the ids of encode(), cold and warm,
+    for both patterns (specials, long words and all of WORDY's shapes included)."""
+    texts = [*texts, "x" * 70 + "!!", " " + "é" * 40 + ".", "y" * 300, "<|pad|>a<|pad|>"]
+    with patch.object(bpe, "MIN_VECTOR", 1), patch.object(bpe, "BATCH_CHARS", 64):
+        for pattern in (SPLIT_PATTERN, GPT2_PATTERN):
+            one = Tokenizer(tok.merges, pattern=pattern)
+            expect = [one.encode(t) for t in texts]
+            many = Tokenizer(tok.merges, pattern=pattern)
+            assert many.encode_batch(texts) == expect
+            assert many.encode_batch(texts) == expect  # warm
+
+
+def test_encode_batch_when_the_caches_overflow(tok):
+    """A cache that fills up is cleared and refilled mid-batch: ids unchanged."""
+    rng = random.Random(4)
+    texts = [" ".join(rng.choice(MIXED).split()[::-1]) + f" w{i}x!" for i in range(300)]
+    expect = [tok.encode(t) for t in texts]
+    with patch.object(bpe, "MAX_CACHE_ENTRIES", 50), patch.object(bpe, "MIN_VECTOR", 1):
+        fresh = Tokenizer(tok.merges)
+        assert fresh.encode_batch(texts) == expect
+        assert len(fresh._chunks) <= 50 + 300  # cleared, not grown without bound

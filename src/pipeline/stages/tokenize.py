@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -32,7 +33,7 @@ from pipeline.io import (
 from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.tokenizer import hf
-from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
+from pipeline.tokenizer.bpe import BATCH_CHARS, DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
 from pipeline.tokenizer.train import train_bpe
 
@@ -138,6 +139,20 @@ def _load_tokenizer(path: str, sha256: str) -> Tokenizer:
     return hf.load(Path(path))  # sha256 in the key: a new file at the same path reloads
 
 
+def _groups(rows: list[int], texts: list[str | None]) -> Iterator[list[int]]:
+    """`rows` in runs of about BATCH_CHARS characters of text (the encode_batch unit)."""
+    group: list[int] = []
+    size = 0
+    for i in rows:
+        group.append(i)
+        size += len(texts[i] or "")
+        if size >= BATCH_CHARS:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
 def encode_part(
     item: tuple[int, str, int],
     tok_path: str,
@@ -156,16 +171,17 @@ def encode_part(
     used[np.flatnonzero(trainable)[:quota]] = True
     texts = table.column("text").to_pylist()
     keep = np.flatnonzero(~empty)
-    eos, encode = tok.eos_id, tok.encode
-    ids: list[int] = []
     ntok = np.zeros(n, dtype=np.int64)  # tokens per doc, EOS excluded
     t0 = time.perf_counter()
-    for i in keep.tolist():
-        before = len(ids)
-        ids.extend(encode(texts[i]))
-        ntok[i] = len(ids) - before
-        ids.append(eos)
-    tokens = np.array(ids, dtype=dtype)
+    arrays = []  # one per group of ~BATCH_CHARS of text: Python lists never hold a whole part
+    for group in _groups(keep.tolist(), texts):
+        ids: list[int] = []
+        for i, doc in zip(group, tok.encode_batch([texts[i] for i in group]), strict=True):
+            ntok[i] = len(doc)
+            ids += doc
+            ids.append(tok.eos_id)
+        arrays.append(np.array(ids, dtype=dtype))
+    tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
     seconds = time.perf_counter() - t0
     out = Path(out_dir)
     outputs = [part_name(index, ".tokens.npy"), part_name(index, ".docs.parquet")]
