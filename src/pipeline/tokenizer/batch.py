@@ -12,7 +12,8 @@ two or three vectorised gathers a lookup, ~4x faster than `searchsorted` on the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -20,6 +21,7 @@ NO_RANK = (1 << 31) - 1  # rank of a pair that is not a merge (above every real 
 _NO_KEY = NO_RANK << 32
 _LOW32 = (1 << 32) - 1
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
+FEW = 256  # fewer unfinished pieces than this: the rest are finished in Python
 
 
 class PairRanks:
@@ -43,6 +45,7 @@ class PairRanks:
                 s = (s + 1) & mask
             keys[s], ranks[s] = k, r
         self.merged = np.array(merged_ids, np.int64)
+        self._byte_pairs: np.ndarray | None = None  # for the one byte_ids a tokenizer has
 
     def _home(self, key: np.ndarray) -> np.ndarray:
         h = key.view(np.uint64) * _MIX
@@ -71,16 +74,27 @@ class PairRanks:
 
     def byte_pair_ranks(self, byte_ids: np.ndarray) -> np.ndarray:
         """Ranks of all 256 x 256 byte pairs, indexed by first byte * 256 + second byte."""
-        ids = byte_ids.astype(np.int64)
-        return self.lookup(np.repeat(ids, 256), np.tile(ids, 256))
+        if self._byte_pairs is None:
+            ids = byte_ids.astype(np.int64)
+            self._byte_pairs = self.lookup(np.repeat(ids, 256), np.tile(ids, 256))
+        return self._byte_pairs
 
 
 def bpe_many(
-    raws: Sequence[bytes], table: PairRanks, byte_ids: np.ndarray
+    raws: Sequence[bytes],
+    table: PairRanks,
+    byte_ids: np.ndarray,
+    finish: Callable[[list[int]], list[int]],
 ) -> tuple[np.ndarray, np.ndarray]:
     """BPE of every piece in `raws` (UTF-8 bytes, each non-empty): (ids, counts), the ids of
-    all pieces one after another in input order, and how many belong to each piece."""
+    all pieces one after another in input order, and how many belong to each piece.
+
+    `finish(ids)` completes the merges of one piece from any intermediate state; it takes
+    over when fewer than FEW pieces are left, where a numpy round would cost more than the
+    Python loop (the last of ~50 rounds handle a handful of long pieces)."""
     n = len(raws)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     cnt = np.fromiter(map(len, raws), np.int64, n)  # current length of each unfinished piece
     data = b"".join(raws)
     raw = np.frombuffer(data, np.uint8).astype(np.int64)
@@ -95,6 +109,14 @@ def bpe_many(
     while len(cnt):
         ends = np.cumsum(cnt)
         starts = ends - cnt
+        if len(cnt) < FEW:
+            flat = tok.tolist()
+            done_ids = [
+                finish(flat[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+            ]
+            sizes = np.fromiter(map(len, done_ids), np.int64, len(done_ids))
+            finished.append((piece, sizes, np.fromiter(chain.from_iterable(done_ids), np.int64)))
+            break
         # min over each piece of (rank, position): the lowest rank, leftmost, in one pass
         best = np.minimum.reduceat(key | pos[: len(tok)], starts)
         keep = np.ones(len(tok), bool)

@@ -344,7 +344,7 @@ class Tokenizer:
         if self._table is None:
             self._table = PairRanks(self.merges, self.merged_ids)
             self._byte_array = np.array(self.byte_ids, np.int64)
-        ids, counts = bpe_many(raws, self._table, self._byte_array)
+        ids, counts = bpe_many(raws, self._table, self._byte_array, self._finish)
         # the ids of `seq`, one piece after another: gather each piece's run of ids
         sizes = counts[which]
         src = np.cumsum(counts) - counts
@@ -363,6 +363,9 @@ class Tokenizer:
             at = np.flatnonzero(np.isin(which, long))
             for k in set(np.where(at < ns, at, ns + np.searchsorted(sep, at)).tolist()):
                 self._chunks[names[k]] = self._chunk_ids(names[k])
+
+    def _finish(self, ids: list[int]) -> list[int]:
+        return _bpe_short(ids, self.ranks, self.merged_ids)
 
     def _chunk_ids(self, chunk: str) -> tuple[int, ...]:
         return tuple(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(chunk))))
