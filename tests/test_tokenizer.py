@@ -358,11 +358,67 @@ def test_encode_batch_equals_encode(tok, texts):
 
 
 def test_encode_batch_when_the_caches_overflow(tok):
-    """A cache that fills up is cleared and refilled mid-batch: ids unchanged."""
+    """A cache that fills up is cleared and refilled between groups: ids unchanged."""
     rng = random.Random(4)
     texts = [" ".join(rng.choice(MIXED).split()[::-1]) + f" w{i}x!" for i in range(300)]
+    texts += [t + " <|pad|>" for t in texts[:20]]  # the dictionary path too
     expect = [tok.encode(t) for t in texts]
-    with patch.object(bpe, "MAX_CACHE_ENTRIES", 50), patch.object(bpe, "MIN_VECTOR", 1):
+    distinct = len({c for t in texts for c in COARSE.findall(t)})
+    with (
+        patch.object(bpe, "MAX_CACHE_ENTRIES", 50),
+        patch.object(bpe, "MIN_VECTOR", 1),
+        patch.object(bpe, "BATCH_CHARS", 500),
+    ):
         fresh = Tokenizer(tok.merges)
         assert fresh.encode_batch(texts) == expect
-        assert len(fresh._chunks) <= 50 + 300  # cleared, not grown without bound
+        assert len(fresh._store) < distinct and len(fresh._chunks) < distinct  # were cleared
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(WORDY, max_size=20).map("".join), min_size=1, max_size=6))
+def test_numpy_chunker_equals_coarse(texts):
+    """vector.chunk_starts finds COARSE's chunks, documents never sharing one."""
+    from pipeline.tokenizer.vector import chunk_starts, code_points
+
+    docs = [t for t in texts if t]
+    if not docs:
+        return
+    text = "".join(docs)
+    end = np.cumsum([len(t) for t in docs])
+    starts = chunk_starts(code_points(text), end - [len(t) for t in docs], end).tolist()
+    chunks = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    assert chunks == [c for t in docs for c in COARSE.findall(t)]
+
+
+def test_encode_batch_falls_back_when_hashes_collide(tok):
+    """Every chunk given the same hash: the stored code points do not match, and the group is
+    encoded through the dictionary path instead, with the right ids."""
+    from pipeline.tokenizer import vector
+
+    texts = ["the cat sat", "", "on the mat, again and again", "x" * 5]
+    expect = [tok.encode(t) for t in texts]
+    same = lambda cp, starts, ends: np.full(len(starts), 7, np.uint64)  # noqa: E731
+    with patch.object(bpe, "chunk_hashes", same), patch.object(vector, "chunk_hashes", same):
+        fresh = Tokenizer(tok.merges)
+        assert fresh.encode_batch(texts) == expect
+        assert fresh.encode_batch(texts) == expect
+
+
+def test_chunk_store_grows_and_finds_everything():
+    """Hashes added in batches (the table doubles several times) are all found; others not."""
+    from pipeline.tokenizer.vector import ChunkStore
+
+    rng = np.random.default_rng(5)
+    keys = np.unique(rng.integers(1, 1 << 63, 200_000, dtype=np.uint64))
+    rng.shuffle(keys)
+    store = ChunkStore()
+    for part in np.array_split(keys, 7):
+        n = len(part)
+        ids = np.arange(n, dtype=np.int64)
+        store.add(part, ids, np.ones(n, np.int64), ids.astype(np.uint32), np.ones(n, np.int64))
+    found = store.lookup(keys)
+    assert sorted(found.tolist()) == list(range(len(keys)))
+    assert (store.hashes.data[found] == keys).all()
+    others = np.setdiff1d(keys[:1000] ^ np.uint64(1 << 62), keys)
+    assert len(others) and (store.lookup(others) == -1).all()
+    assert len(store.keys) >= 2 * len(keys)  # grew from 2^16 slots, load <= 1/2

@@ -12,7 +12,7 @@ import heapq
 import os
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, compress, count, repeat
-from operator import and_, getitem, ne, not_, or_
+from operator import and_, getitem, ne, or_
 
 import numpy as np
 
@@ -23,6 +23,14 @@ from pipeline.tokenizer.pretokenize import (
     SPLIT_PATTERN,
     compile_pattern,
     special_splitter,
+)
+from pipeline.tokenizer.vector import (
+    ChunkStore,
+    HashMismatch,
+    chunk_hashes,
+    chunk_starts,
+    code_points,
+    gather_runs,
 )
 
 EOS = "<|endoftext|>"
@@ -188,6 +196,7 @@ class Tokenizer:
         self._hints = [prefix] if prefix else list(self.specials)
         self._cache = _Cache(self.encode_piece)  # piece -> ids
         self._table: PairRanks | None = None  # built on first use by encode_batch
+        self._store = ChunkStore()  # encode_batch's chunk cache (vector.py)
         self._byte_array: np.ndarray | None = None
         # chunk -> ids (a chunk is one or a few pieces, see pretokenize.COARSE)
         self._chunks = _ChunkCache(self) if pattern in CHUNKABLE else None
@@ -240,13 +249,97 @@ class Tokenizer:
                 group.append(text)
                 size += len(text)
                 if size >= BATCH_CHARS:
-                    out.extend(self._encode_group(group))
+                    out.extend(self._encode_mixed(group))
                     group, size = [], 0
             if group:
-                out.extend(self._encode_group(group))
+                out.extend(self._encode_mixed(group))
         finally:
             if was_enabled:
                 gc.enable()
+        return out
+
+    def _encode_mixed(self, texts: list[str]) -> list[list[int]]:
+        """Texts without special tokens the numpy way (vector.py), the others through the
+        chunk dictionary (_encode_group)."""
+        hints, splitter = self._hints, self._splitter
+        special = [
+            i for i, t in enumerate(texts) if splitter is not None and any(h in t for h in hints)
+        ]
+        if not special:
+            return self._encode_plain_or_dict(texts)
+        plain = sorted(set(range(len(texts))).difference(special))
+        out: list[list[int]] = [[] for _ in texts]
+        for rows, ids in (
+            (plain, self._encode_plain_or_dict([texts[i] for i in plain])),
+            (special, self._encode_group([texts[i] for i in special])),
+        ):
+            for i, doc in zip(rows, ids, strict=True):
+                out[i] = doc
+        return out
+
+    def _encode_plain_or_dict(self, texts: list[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        try:
+            return self._encode_plain(texts)
+        except HashMismatch:  # two chunks share a 64-bit hash: never seen, but stay exact
+            self._store.clear()
+            return self._encode_group(texts)
+
+    def _encode_plain(self, texts: list[str]) -> list[list[int]]:
+        """Texts without special tokens: chunks found, hashed, looked up and turned into ids
+        in numpy; only chunks the store lacks become Python strings (vector.py)."""
+        store = self._store
+        if len(store) > MAX_CACHE_ENTRIES:
+            store.clear()
+        sizes = np.fromiter(map(len, texts), np.int64, len(texts))
+        out: list[list[int]] = [[] for _ in texts]
+        live = np.flatnonzero(sizes)
+        if not len(live):
+            return out
+        text = "".join(texts)
+        cp = code_points(text)
+        doc_end = np.cumsum(sizes)
+        doc_start, doc_end = (doc_end - sizes)[live], doc_end[live]
+        starts = chunk_starts(cp, doc_start, doc_end)
+        ends = np.empty_like(starts)
+        ends[:-1], ends[-1] = starts[1:], len(cp)
+        size = ends - starts
+        h = chunk_hashes(cp, starts, ends)
+        entry = store.lookup(h)
+        miss = np.flatnonzero(entry < 0)
+        if len(miss):
+            distinct, first, inverse = np.unique(h[miss], return_index=True, return_inverse=True)
+            rep = miss[first]  # one occurrence of each new chunk
+            new = list(map(text.__getitem__, map(slice, starts[rep].tolist(), ends[rep].tolist())))
+            if len(new) < MIN_VECTOR:
+                tuples = list(map(self._chunk_ids, new))
+                lens = np.fromiter(map(len, tuples), np.int64, len(new))
+                ids = np.fromiter(chain.from_iterable(tuples), np.int64, int(lens.sum()))
+                order = np.arange(len(new))
+            else:
+                order, flat, lo, hi = self._ids_of_chunks(new)
+                lens = hi - lo
+                ids = gather_runs(flat, lo, lens)
+            at = rep[order]
+            made = store.add(
+                distinct[order], ids, lens, gather_runs(cp, starts[at], size[at]), size[at]
+            )
+            of_new = np.empty(len(new), np.int64)
+            of_new[order] = made
+            entry[miss] = of_new[inverse.reshape(-1)]
+        # every chunk is checked against the code points stored with its entry
+        if not np.array_equal(store.cp_len.data[entry], size) or not np.array_equal(
+            gather_runs(store.cps.data, store.cp_off.data[entry], size), cp
+        ):
+            raise HashMismatch
+        count = store.tok_len.data[entry]
+        ids = gather_runs(store.tokens.data, store.tok_off.data[entry], count).tolist()
+        bounds = np.zeros(len(starts) + 1, np.int64)
+        np.cumsum(count, out=bounds[1:])
+        cut = bounds[np.searchsorted(starts, doc_start)].tolist() + [len(ids)]
+        for k, i in enumerate(live.tolist()):
+            out[i] = ids[cut[k] : cut[k + 1]]
         return out
 
     def _encode_group(self, texts: list[str]) -> list[list[int]]:
@@ -293,36 +386,53 @@ class Tokenizer:
         return out
 
     def _fill_chunks(self, missing: set[str]) -> None:
-        """Put the ids of `missing` chunks in the chunk cache, all through one vectorised BPE.
-
-        A chunk that is `[ ]letters`, or whitespace (see COARSE), is one piece; `[ ]letters`
-        + punctuation is two. The others (no whitespace inside) are joined with "\n" and
-        split by one regex call: "\n" is a
-        piece of its own next to any non-whitespace, and the pattern has no look-behind, so
-        each chunk splits as it would alone (tested). BPE then runs on all the pieces at once.
-        """
+        """Put the ids of `missing` chunks in the chunk cache (see _ids_of_chunks)."""
         todo = list(missing)
         if max(map(len, todo)) > MAX_CACHED_PIECE:  # not cached: made when looked up
             todo = [c for c in todo if len(c) <= MAX_CACHED_PIECE]
         if len(todo) < MIN_VECTOR:
             self._chunks.update(zip(todo, map(self._chunk_ids, todo), strict=True))
             return
+        order, flat, lo, hi = self._ids_of_chunks(todo)
+        spans = map(slice, lo.tolist(), hi.tolist())
+        ids = tuple(flat.tolist())
+        names = map(todo.__getitem__, order.tolist())
+        self._chunks.update(zip(names, map(ids.__getitem__, spans), strict=True))
+
+    def _ids_of_chunks(
+        self, todo: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The ids of many chunks, all through one vectorised BPE: (order, flat, lo, hi), the
+        ids of chunk todo[order[k]] being flat[lo[k]:hi[k]].
+
+        A chunk that is `[ ]letters`, or whitespace (see COARSE), is one piece; `[ ]letters`
+        + punctuation is two. The others (no whitespace inside) are joined with "\n" and
+        split by one regex call: "\n" is a piece of its own next to any non-whitespace, and
+        the pattern has no look-behind, so each chunk splits as it would alone (tested).
+        """
+        n = len(todo)
         # one leading space at most in a non-whitespace chunk; "".isalpha() is False
-        one = list(
-            map(or_, map(str.isalpha, map(str.lstrip, todo, repeat(" "))), map(str.isspace, todo))
+        one = np.fromiter(
+            map(or_, map(str.isalpha, map(str.lstrip, todo, repeat(" "))), map(str.isspace, todo)),
+            bool,
+            n,
         )
-        single = list(compress(todo, one))
-        multi = list(compress(todo, map(not_, one)))
+        index = np.arange(n)
+        single = list(compress(todo, one.tolist()))
+        multi = list(compress(todo, (~one).tolist()))
         # `[ ]letters` + a run of _TAIL punctuation is those two pieces (tested): no regex
         heads = list(map(str.rstrip, multi, repeat(_TAIL)))
-        two = list(
-            map(and_, map(ne, heads, multi), map(str.isalpha, map(str.lstrip, heads, repeat(" "))))
+        two = np.fromiter(
+            map(and_, map(ne, heads, multi), map(str.isalpha, map(str.lstrip, heads, repeat(" ")))),
+            bool,
+            len(multi),
         )
-        heads = list(compress(heads, two))
-        pairs = list(compress(multi, two))
+        heads = list(compress(heads, two.tolist()))
+        pairs = list(compress(multi, two.tolist()))
         tails = map(getitem, pairs, map(slice, map(len, heads), repeat(None)))
-        rest = list(compress(multi, map(not_, two)))
-        multi = pairs + rest
+        rest = list(compress(multi, (~two).tolist()))
+        multi_index = index[~one]
+        order = np.concatenate([index[one], multi_index[two], multi_index[~two]])
         pieces = list(chain.from_iterable(zip(heads, tails, repeat("\n"), strict=False)))
         if rest:
             pieces += self._pat.findall("\n".join(rest) + "\n")
@@ -350,19 +460,21 @@ class Tokenizer:
         src = np.cumsum(counts) - counts
         ends = np.cumsum(sizes)
         starts = ends - sizes
-        flat = tuple(ids[np.arange(ends[-1]) + np.repeat(src[which] - starts, sizes)].tolist())
+        flat = ids[np.arange(ends[-1]) + np.repeat(src[which] - starts, sizes)]
         # chunk spans: a single chunk is its piece; a multi chunk runs up to its "\n" piece
         ns = len(single)
         sep = ns + np.flatnonzero(np.fromiter(map("\n".__eq__, pieces), bool, len(pieces)))
         lo = np.concatenate([starts[:ns], [ends[ns - 1] if ns else 0], ends[sep[:-1]]])
         hi = np.concatenate([ends[:ns], starts[sep]])
-        spans = map(slice, lo.tolist(), hi.tolist())
-        names = list(chain(single, multi))
-        self._chunks.update(zip(names, map(flat.__getitem__, spans), strict=True))
-        if long:  # the chunks holding a long piece: made again, piece by piece
+        if long:  # the chunks holding a long piece: made again, piece by piece, put at the end
             at = np.flatnonzero(np.isin(which, long))
-            for k in set(np.where(at < ns, at, ns + np.searchsorted(sep, at)).tolist()):
-                self._chunks[names[k]] = self._chunk_ids(names[k])
+            redo = sorted(set(np.where(at < ns, at, ns + np.searchsorted(sep, at)).tolist()))
+            extra = [self._chunk_ids(todo[order[k]]) for k in redo]
+            size = np.array([len(e) for e in extra])
+            lo[redo] = len(flat) + np.cumsum(size) - size
+            hi[redo] = len(flat) + np.cumsum(size)
+            flat = np.concatenate([flat, np.fromiter(chain.from_iterable(extra), np.int64)])
+        return order, flat, lo, hi
 
     def _finish(self, ids: list[int]) -> list[int]:
         return _bpe_short(ids, self.ranks, self.merged_ids)

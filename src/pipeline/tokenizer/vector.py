@@ -1,0 +1,200 @@
+"""encode_batch without a Python object per chunk: a group of texts becomes one array of code
+points, and chunk boundaries, chunk hashes, cache lookups and the output ids are all numpy.
+Python strings are made only for the distinct chunks the cache lacks (their ids come from
+`Tokenizer._ids_of_chunks`, the vectorised BPE).
+
+Chunks are exactly pretokenize.COARSE's: whitespace runs split as the GPT-2 rules split them,
+and each run of non-whitespace with the one plain space before it (see `chunk_starts`; a
+Hypothesis test compares the two on random Unicode). A chunk is known by a 64-bit polynomial
+hash of its code points; every lookup is then verified against the chunk's stored code points,
+so a hash collision cannot change an id: the group falls back to the dictionary path instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from pipeline.tokenizer.pretokenize import WHITESPACE
+
+_WS = np.zeros(0x3002, bool)  # WHITESPACE's code points lie below U+3001; [0x3001] stays False
+for _part in re.findall(r".-.|.", WHITESPACE):
+    _WS[ord(_part[0]) : ord(_part[-1]) + 1] = True
+_P = np.uint64(0x100000001B3)  # odd: invertible mod 2^64
+_P_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+class HashMismatch(Exception):
+    """Two different chunks share a 64-bit hash (or a stored chunk does not match)."""
+
+
+def code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+
+
+def chunk_starts(cp: np.ndarray, doc_start: np.ndarray, doc_end: np.ndarray) -> np.ndarray:
+    """Where each COARSE chunk starts; documents (non-empty, back to back) never share one.
+
+    A whitespace run starts a chunk; so does its last character when the run is followed by
+    non-whitespace and is longer than one (that last character is either a plain space, which
+    starts the next word's chunk, or a chunk of its own); a non-whitespace run starts one unless
+    a plain space precedes it (the space started it)."""
+    n = len(cp)
+    ws = _WS[np.minimum(cp, 0x3001)]
+    first = np.zeros(n, bool)
+    first[doc_start] = True
+    last = np.zeros(n, bool)
+    last[doc_end - 1] = True
+    run_start = first.copy()
+    run_start[1:] |= ws[1:] != ws[:-1]
+    before_word = ws & ~last
+    before_word[:-1] &= ~ws[1:]  # whitespace followed by non-whitespace, same document
+    after_space = np.zeros(n, bool)
+    after_space[1:] = cp[:-1] == 32
+    after_space &= ~first
+    starts = first | (ws & run_start) | (before_word & ~run_start)
+    starts |= ~ws & run_start & ~after_space
+    return np.flatnonzero(starts)
+
+
+_POWERS: list[np.ndarray] = []
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """P^i and P^-i mod 2^64 for i < n (at least), kept for the next group."""
+    if not _POWERS or len(_POWERS[0]) < n:
+        size = max(n, 1 << 20)
+        powers = np.full(size, _P, np.uint64)
+        powers[0] = 1
+        inverse = np.full(size, _P_INV, np.uint64)
+        inverse[0] = 1
+        _POWERS[:] = [np.cumprod(powers), np.cumprod(inverse)]
+    return _POWERS[0], _POWERS[1]
+
+
+def chunk_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """64-bit hash of each chunk cp[starts[k]:ends[k]] (never 0: 0 marks an empty slot)."""
+    powers, inverse = _powers(len(cp))
+    prefix = np.cumsum(cp.astype(np.uint64) * powers[: len(cp)])
+    total = prefix[ends - 1].copy()
+    inner = starts > 0
+    total[inner] -= prefix[starts[inner] - 1]
+    h = total * inverse[starts]  # sum of cp[j] * P^(j - start): position-free
+    h ^= (ends - starts).astype(np.uint64) * _MIX
+    h *= _MIX
+    h ^= h >> np.uint64(29)
+    h[h == 0] = 1
+    return h
+
+
+class _Grow:
+    """A numpy array that grows by doubling."""
+
+    def __init__(self, dtype: type) -> None:
+        self.data = np.zeros(1024, dtype)
+        self.size = 0
+
+    def extend(self, values: np.ndarray) -> int:
+        at = self.size
+        need = at + len(values)
+        if need > len(self.data):
+            grown = np.zeros(max(need, 2 * len(self.data)), self.data.dtype)
+            grown[:at] = self.data[:at]
+            self.data = grown
+        self.data[at:need] = values
+        self.size = need
+        return at
+
+
+class ChunkStore:
+    """chunk hash -> entry; an entry holds the chunk's ids and code points (for verification).
+
+    Open addressing with linear probing over numpy arrays, load <= 1/2, doubled when full."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys = np.zeros(1 << 16, np.uint64)
+        self.vals = np.full(1 << 16, -1, np.int64)
+        self.hashes = _Grow(np.uint64)  # per entry, to rehash on growth
+        self.tok_off, self.tok_len = _Grow(np.int64), _Grow(np.int64)
+        self.cp_off, self.cp_len = _Grow(np.int64), _Grow(np.int64)
+        self.tokens, self.cps = _Grow(np.int64), _Grow(np.uint32)
+
+    def __len__(self) -> int:
+        return self.hashes.size
+
+    def _home(self, h: np.ndarray) -> np.ndarray:
+        bits = len(self.keys).bit_length() - 1
+        return ((h * _MIX) >> np.uint64(64 - bits)).astype(np.int64)
+
+    def lookup(self, h: np.ndarray) -> np.ndarray:
+        """Entry of each hash, -1 where absent."""
+        mask = len(self.keys) - 1
+        slot = self._home(h)
+        out = np.full(len(h), -1, np.int64)
+        todo = np.arange(len(h))
+        while len(todo):
+            k = self.keys[slot]
+            hit = k == h
+            out[todo[hit]] = self.vals[slot[hit]]
+            more = ~hit & (k != 0)
+            todo, h, slot = todo[more], h[more], (slot[more] + 1) & mask
+        return out
+
+    def _place(self, h: np.ndarray, entries: np.ndarray) -> None:
+        """Insert distinct, absent hashes: rounds in which the first claimant of a free slot
+        takes it and the others probe on."""
+        mask = len(self.keys) - 1
+        slot = self._home(h)
+        todo = np.arange(len(h))
+        while len(todo):
+            s = slot[todo]
+            free = self.keys[s] == 0
+            claim, where = todo[free], s[free]
+            taken, first = np.unique(where, return_index=True)
+            won = claim[first]
+            self.keys[taken], self.vals[taken] = h[won], entries[won]
+            placed = np.zeros(len(h), bool)
+            placed[won] = True
+            todo = todo[~placed[todo]]
+            slot[todo] = (slot[todo] + 1) & mask
+
+    def add(
+        self,
+        h: np.ndarray,
+        ids: np.ndarray,
+        id_len: np.ndarray,
+        cps: np.ndarray,
+        cp_len: np.ndarray,
+    ) -> np.ndarray:
+        """New entries (distinct hashes not in the store) with their ids and code points laid
+        end to end; returns their entry numbers."""
+        first = len(self)
+        entries = np.arange(first, first + len(h))
+        tok_at, cp_at = self.tokens.extend(ids), self.cps.extend(cps)
+        self.tok_off.extend(tok_at + np.cumsum(id_len) - id_len)
+        self.tok_len.extend(id_len)
+        self.cp_off.extend(cp_at + np.cumsum(cp_len) - cp_len)
+        self.cp_len.extend(cp_len)
+        self.hashes.extend(h)
+        if 2 * len(self) > len(self.keys):
+            size = len(self.keys)
+            while 2 * len(self) > size:
+                size *= 2
+            self.keys = np.zeros(size, np.uint64)
+            self.vals = np.full(size, -1, np.int64)
+            self._place(self.hashes.data[: len(self)], np.arange(len(self)))
+        else:
+            self._place(h, entries)
+        return entries
+
+
+def gather_runs(values: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """values[offsets[0]:offsets[0]+lengths[0]], then the next run, ... as one array."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return values[np.arange(total) + np.repeat(offsets - (ends - lengths), lengths)]
