@@ -13,15 +13,21 @@ two or three vectorised gathers a lookup, ~4x faster than `searchsorted` on the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import chain
+from itertools import chain, compress, count, repeat
+from operator import and_, getitem, ne, or_
 
 import numpy as np
+
+from pipeline.tokenizer.pretokenize import TAIL
 
 NO_RANK = (1 << 31) - 1  # rank of a pair that is not a merge (above every real rank)
 _NO_KEY = NO_RANK << 32
 _LOW32 = (1 << 32) - 1
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
 FEW = 256  # fewer unfinished pieces than this: the rest are finished in Python
+# bytes; a shorter piece takes the O(n^2) list loop (one at a time) or bpe_many's rounds
+# (which would be O(n^2) for long ones too), a longer one the heap path
+SHORT_PIECE = 64
 
 
 class PairRanks:
@@ -158,3 +164,90 @@ def bpe_many(
     flat = np.empty(len(ids), np.int64)
     flat[np.arange(len(ids)) + np.repeat(shift, sizes)] = ids
     return flat, counts
+
+
+def split_chunks(
+    todo: list[str], findall: Callable[[str], list[str]]
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """The pieces of many chunks: (order, single, pieces). Chunks todo[order[:len(single)]]
+    are one piece each (`single`); the others follow in order, each one's pieces in `pieces`
+    followed by a "\n".
+
+    A chunk that is `[ ]letters`, or whitespace (see COARSE), is one piece; `[ ]letters` +
+    TAIL punctuation is two. The others (no whitespace inside) are joined with "\n" and split
+    by one regex call: "\n" is a piece of its own next to any non-whitespace, and the pattern
+    has no look-behind, so each chunk splits as it would alone (tested).
+    """
+    n = len(todo)
+    # one leading space at most in a non-whitespace chunk; "".isalpha() is False
+    words = map(str.isalpha, map(str.lstrip, todo, repeat(" ")))
+    one = np.fromiter(map(or_, words, map(str.isspace, todo)), bool, n)
+    single = list(compress(todo, one.tolist()))
+    multi = list(compress(todo, (~one).tolist()))
+    heads = list(map(str.rstrip, multi, repeat(TAIL)))
+    alpha = map(str.isalpha, map(str.lstrip, heads, repeat(" ")))
+    two = np.fromiter(map(and_, map(ne, heads, multi), alpha), bool, len(multi))
+    heads = list(compress(heads, two.tolist()))
+    pairs = list(compress(multi, two.tolist()))
+    tails = map(getitem, pairs, map(slice, map(len, heads), repeat(None)))
+    rest = list(compress(multi, (~two).tolist()))
+    index = np.arange(n)
+    order = np.concatenate([index[one], index[~one][two], index[~one][~two]])
+    pieces = list(chain.from_iterable(zip(heads, tails, repeat("\n"), strict=False)))
+    if rest:
+        pieces += findall("\n".join(rest) + "\n")
+    return order, single, pieces
+
+
+def ids_of_chunks(
+    todo: list[str],
+    findall: Callable[[str], list[str]],
+    table: PairRanks,
+    byte_ids: np.ndarray,
+    finish: Callable[[list[int]], list[int]],
+    redo: Callable[[str], tuple[int, ...]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ids of many chunks through one bpe_many: (order, flat, lo, hi), the ids of chunk
+    todo[order[k]] being flat[lo[k]:hi[k]]. A chunk holding a piece over SHORT_PIECE bytes is
+    made by `redo` (the O(n log n) path) and its ids put at the end of `flat`."""
+    order, single, pieces = split_chunks(todo, findall)
+    seq = list(chain(single, pieces))  # every piece in order, "\n"s included
+    # first[k]: where seq[k] first occurs (setdefault keeps the first position it saw)
+    first = np.fromiter(map({}.setdefault, seq, count()), np.int64, len(seq))
+    firsts = np.flatnonzero(first == np.arange(len(seq)))  # the distinct pieces
+    number = np.empty(len(seq), np.int64)
+    number[firsts] = np.arange(len(firsts))
+    which = number[first]  # seq[k] is distinct piece which[k]
+    distinct = list(map(seq.__getitem__, firsts.tolist()))
+    raws = list(map(str.encode, distinct, repeat("utf-8"), repeat("surrogatepass")))
+    long = [i for i, r in enumerate(raws) if len(r) > SHORT_PIECE]
+    for i in long:
+        raws[i] = b" "  # a stand-in; the chunks holding it are made again below
+    ids, counts = bpe_many(raws, table, byte_ids, finish)
+    # the ids of `seq`, one piece after another
+    sizes = counts[which]
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    flat = gather_runs(ids, (np.cumsum(counts) - counts)[which], sizes)
+    # chunk spans: a single chunk is its piece; a multi chunk runs up to its "\n" piece
+    ns = len(single)
+    sep = ns + np.flatnonzero(np.fromiter(map("\n".__eq__, pieces), bool, len(pieces)))
+    after = np.concatenate([[ends[ns - 1] if ns else 0], ends[sep[:-1]]])  # after the last "\n"
+    lo = np.concatenate([starts[:ns], after[: len(sep)]])
+    hi = np.concatenate([ends[:ns], starts[sep]])
+    if long:
+        at = np.flatnonzero(np.isin(which, long))
+        again = sorted(set(np.where(at < ns, at, ns + np.searchsorted(sep, at)).tolist()))
+        extra = [redo(todo[order[k]]) for k in again]
+        size = np.array([len(e) for e in extra])
+        lo[again] = len(flat) + np.cumsum(size) - size
+        hi[again] = len(flat) + np.cumsum(size)
+        flat = np.concatenate([flat, np.fromiter(chain.from_iterable(extra), np.int64)])
+    return order, flat, lo, hi
+
+
+def gather_runs(values: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """values[offsets[0]:offsets[0]+lengths[0]], then the next run, ... as one array."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return values[np.arange(total) + np.repeat(offsets - (ends - lengths), lengths)]

@@ -2,6 +2,7 @@
 
 Encoding cuts out special tokens, splits the rest and looks chunks and pieces up in caches; a
 miss runs BPE on the UTF-8 bytes, lowest-rank pair first, leftmost on ties (as HF and tiktoken).
+`encode_batch` does the same for many texts at once, mostly in numpy (vector.py, batch.py).
 Lone surrogates travel as their 3 `surrogatepass` bytes, so decode(encode(x)) == x for any str.
 """
 
@@ -11,27 +12,20 @@ import gc
 import heapq
 import os
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain, compress, count, repeat
-from operator import and_, getitem, ne, or_
+from itertools import chain, repeat
 
 import numpy as np
 
-from pipeline.tokenizer.batch import PairRanks, bpe_many
+from pipeline.tokenizer.batch import SHORT_PIECE, PairRanks, ids_of_chunks
 from pipeline.tokenizer.pretokenize import (
     CHUNKABLE,
     COARSE,
     SPLIT_PATTERN,
+    TAIL,
     compile_pattern,
     special_splitter,
 )
-from pipeline.tokenizer.vector import (
-    ChunkStore,
-    HashMismatch,
-    chunk_hashes,
-    chunk_starts,
-    code_points,
-    gather_runs,
-)
+from pipeline.tokenizer.vector import ChunkStore, HashMismatch, encode_plain
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -40,7 +34,6 @@ PII_PLACEHOLDERS = ("<|email|>", "<|url|>", "<|ip|>", "<|phone|>", "<|key|>")
 DEFAULT_SPECIALS = (EOS, PAD, *PII_PLACEHOLDERS)
 MAX_CACHE_ENTRIES = 1 << 19  # per cache; ~135 B an entry (measured): ~70 MB at most
 MAX_CACHED_PIECE = 256  # characters; longer pieces are rare and would bloat the cache
-SHORT_PIECE = 64  # bytes; shorter pieces use the O(n^2) list loop, longer ones a heap
 _INF = 1 << 62  # rank of a pair that is not a merge
 BATCH_CHARS = 1 << 20  # encode_batch works on groups of texts of about this many characters
 MIN_VECTOR = 512  # fewer new pieces than this in a group: the one-piece loop is faster
@@ -113,9 +106,7 @@ class _Cache(dict):
         return ids
 
 
-# ASCII punctuation (no letter, digit or whitespace): a chunk `[ ]letters` + a run of these is
-# exactly two pieces under both CHUNKABLE patterns, so it needs no regex (tested).
-_TAIL = ".,;:!?\"')]}-"
+_TAIL = TAIL
 
 
 class _ChunkCache(dict):
@@ -235,8 +226,9 @@ class Tokenizer:
         return out
 
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
-        """`[encode(t) for t in texts]`, faster: the pieces a group of texts has that the
-        caches lack go through BPE together, vectorised (see batch.py), not one by one."""
+        """`[encode(t) for t in texts]`, faster: texts are taken in groups of ~BATCH_CHARS;
+        a group's chunks are found, hashed and looked up in numpy (vector.py), and the pieces
+        no cache holds go through BPE together, vectorised (batch.py), not one by one."""
         if self._chunks is None:
             return [self.encode(t) for t in texts]
         out: list[list[int]] = []
@@ -280,67 +272,27 @@ class Tokenizer:
     def _encode_plain_or_dict(self, texts: list[str]) -> list[list[int]]:
         if not texts:
             return []
+        if len(self._store) > MAX_CACHE_ENTRIES:
+            self._store.clear()
         try:
-            return self._encode_plain(texts)
+            return encode_plain(texts, self._store, self._new_chunk_ids)
         except HashMismatch:  # two chunks share a 64-bit hash: never seen, but stay exact
             self._store.clear()
             return self._encode_group(texts)
 
-    def _encode_plain(self, texts: list[str]) -> list[list[int]]:
-        """Texts without special tokens: chunks found, hashed, looked up and turned into ids
-        in numpy; only chunks the store lacks become Python strings (vector.py)."""
-        store = self._store
-        if len(store) > MAX_CACHE_ENTRIES:
-            store.clear()
-        sizes = np.fromiter(map(len, texts), np.int64, len(texts))
-        out: list[list[int]] = [[] for _ in texts]
-        live = np.flatnonzero(sizes)
-        if not len(live):
-            return out
-        text = "".join(texts)
-        cp = code_points(text)
-        doc_end = np.cumsum(sizes)
-        doc_start, doc_end = (doc_end - sizes)[live], doc_end[live]
-        starts = chunk_starts(cp, doc_start, doc_end)
-        ends = np.empty_like(starts)
-        ends[:-1], ends[-1] = starts[1:], len(cp)
-        size = ends - starts
-        h = chunk_hashes(cp, starts, ends)
-        entry = store.lookup(h)
-        miss = np.flatnonzero(entry < 0)
-        if len(miss):
-            distinct, first, inverse = np.unique(h[miss], return_index=True, return_inverse=True)
-            rep = miss[first]  # one occurrence of each new chunk
-            new = list(map(text.__getitem__, map(slice, starts[rep].tolist(), ends[rep].tolist())))
-            if len(new) < MIN_VECTOR:
-                tuples = list(map(self._chunk_ids, new))
-                lens = np.fromiter(map(len, tuples), np.int64, len(new))
-                ids = np.fromiter(chain.from_iterable(tuples), np.int64, int(lens.sum()))
-                order = np.arange(len(new))
-            else:
-                order, flat, lo, hi = self._ids_of_chunks(new)
-                lens = hi - lo
-                ids = gather_runs(flat, lo, lens)
-            at = rep[order]
-            made = store.add(
-                distinct[order], ids, lens, gather_runs(cp, starts[at], size[at]), size[at]
+    def _new_chunk_ids(self, new: list[str]) -> tuple[np.ndarray, ...]:
+        """(order, flat, lo, hi) for chunks no cache holds: see batch.ids_of_chunks."""
+        if len(new) >= MIN_VECTOR:
+            if self._table is None:
+                self._table = PairRanks(self.merges, self.merged_ids)
+                self._byte_array = np.array(self.byte_ids, np.int64)
+            return ids_of_chunks(
+                new, self._pat.findall, self._table, self._byte_array, self._finish, self._chunk_ids
             )
-            of_new = np.empty(len(new), np.int64)
-            of_new[order] = made
-            entry[miss] = of_new[inverse.reshape(-1)]
-        # every chunk is checked against the code points stored with its entry
-        if not np.array_equal(store.cp_len.data[entry], size) or not np.array_equal(
-            gather_runs(store.cps.data, store.cp_off.data[entry], size), cp
-        ):
-            raise HashMismatch
-        count = store.tok_len.data[entry]
-        ids = gather_runs(store.tokens.data, store.tok_off.data[entry], count).tolist()
-        bounds = np.zeros(len(starts) + 1, np.int64)
-        np.cumsum(count, out=bounds[1:])
-        cut = bounds[np.searchsorted(starts, doc_start)].tolist() + [len(ids)]
-        for k, i in enumerate(live.tolist()):
-            out[i] = ids[cut[k] : cut[k + 1]]
-        return out
+        tuples = list(map(self._chunk_ids, new))
+        hi = np.cumsum(np.fromiter(map(len, tuples), np.int64, len(new)))
+        flat = np.fromiter(chain.from_iterable(tuples), np.int64, int(hi[-1]) if len(hi) else 0)
+        return np.arange(len(new)), flat, hi - np.diff(hi, prepend=0), hi
 
     def _encode_group(self, texts: list[str]) -> list[list[int]]:
         cache = self._chunks
@@ -386,95 +338,18 @@ class Tokenizer:
         return out
 
     def _fill_chunks(self, missing: set[str]) -> None:
-        """Put the ids of `missing` chunks in the chunk cache (see _ids_of_chunks)."""
+        """Put the ids of `missing` chunks in the chunk dictionary (see batch.ids_of_chunks)."""
         todo = list(missing)
         if max(map(len, todo)) > MAX_CACHED_PIECE:  # not cached: made when looked up
             todo = [c for c in todo if len(c) <= MAX_CACHED_PIECE]
         if len(todo) < MIN_VECTOR:
             self._chunks.update(zip(todo, map(self._chunk_ids, todo), strict=True))
             return
-        order, flat, lo, hi = self._ids_of_chunks(todo)
+        order, flat, lo, hi = self._new_chunk_ids(todo)
         spans = map(slice, lo.tolist(), hi.tolist())
         ids = tuple(flat.tolist())
         names = map(todo.__getitem__, order.tolist())
         self._chunks.update(zip(names, map(ids.__getitem__, spans), strict=True))
-
-    def _ids_of_chunks(
-        self, todo: list[str]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The ids of many chunks, all through one vectorised BPE: (order, flat, lo, hi), the
-        ids of chunk todo[order[k]] being flat[lo[k]:hi[k]].
-
-        A chunk that is `[ ]letters`, or whitespace (see COARSE), is one piece; `[ ]letters`
-        + punctuation is two. The others (no whitespace inside) are joined with "\n" and
-        split by one regex call: "\n" is a piece of its own next to any non-whitespace, and
-        the pattern has no look-behind, so each chunk splits as it would alone (tested).
-        """
-        n = len(todo)
-        # one leading space at most in a non-whitespace chunk; "".isalpha() is False
-        one = np.fromiter(
-            map(or_, map(str.isalpha, map(str.lstrip, todo, repeat(" "))), map(str.isspace, todo)),
-            bool,
-            n,
-        )
-        index = np.arange(n)
-        single = list(compress(todo, one.tolist()))
-        multi = list(compress(todo, (~one).tolist()))
-        # `[ ]letters` + a run of _TAIL punctuation is those two pieces (tested): no regex
-        heads = list(map(str.rstrip, multi, repeat(_TAIL)))
-        two = np.fromiter(
-            map(and_, map(ne, heads, multi), map(str.isalpha, map(str.lstrip, heads, repeat(" ")))),
-            bool,
-            len(multi),
-        )
-        heads = list(compress(heads, two.tolist()))
-        pairs = list(compress(multi, two.tolist()))
-        tails = map(getitem, pairs, map(slice, map(len, heads), repeat(None)))
-        rest = list(compress(multi, (~two).tolist()))
-        multi_index = index[~one]
-        order = np.concatenate([index[one], multi_index[two], multi_index[~two]])
-        pieces = list(chain.from_iterable(zip(heads, tails, repeat("\n"), strict=False)))
-        if rest:
-            pieces += self._pat.findall("\n".join(rest) + "\n")
-        # every piece in order: the single chunks, then the multi chunks' pieces and "\n"s
-        seq = list(chain(single, pieces))
-        # first[k]: where seq[k] first occurs (setdefault keeps the first position it saw)
-        first = np.fromiter(map({}.setdefault, seq, count()), np.int64, len(seq))
-        firsts = np.flatnonzero(first == np.arange(len(seq)))  # the distinct pieces
-        number = np.empty(len(seq), np.int64)
-        number[firsts] = np.arange(len(firsts))
-        which = number[first]  # seq[k] is distinct piece which[k]
-        distinct = list(map(seq.__getitem__, firsts.tolist()))
-        raws = list(map(str.encode, distinct, repeat("utf-8"), repeat("surrogatepass")))
-        long = []  # rare: pieces over SHORT_PIECE bytes take the O(n log n) path below
-        if max(map(len, raws)) > SHORT_PIECE:
-            long = [i for i, r in enumerate(raws) if len(r) > SHORT_PIECE]
-            for i in long:
-                raws[i] = b" "  # a stand-in; the chunks holding it are made again below
-        if self._table is None:
-            self._table = PairRanks(self.merges, self.merged_ids)
-            self._byte_array = np.array(self.byte_ids, np.int64)
-        ids, counts = bpe_many(raws, self._table, self._byte_array, self._finish)
-        # the ids of `seq`, one piece after another: gather each piece's run of ids
-        sizes = counts[which]
-        src = np.cumsum(counts) - counts
-        ends = np.cumsum(sizes)
-        starts = ends - sizes
-        flat = ids[np.arange(ends[-1]) + np.repeat(src[which] - starts, sizes)]
-        # chunk spans: a single chunk is its piece; a multi chunk runs up to its "\n" piece
-        ns = len(single)
-        sep = ns + np.flatnonzero(np.fromiter(map("\n".__eq__, pieces), bool, len(pieces)))
-        lo = np.concatenate([starts[:ns], [ends[ns - 1] if ns else 0], ends[sep[:-1]]])
-        hi = np.concatenate([ends[:ns], starts[sep]])
-        if long:  # the chunks holding a long piece: made again, piece by piece, put at the end
-            at = np.flatnonzero(np.isin(which, long))
-            redo = sorted(set(np.where(at < ns, at, ns + np.searchsorted(sep, at)).tolist()))
-            extra = [self._chunk_ids(todo[order[k]]) for k in redo]
-            size = np.array([len(e) for e in extra])
-            lo[redo] = len(flat) + np.cumsum(size) - size
-            hi[redo] = len(flat) + np.cumsum(size)
-            flat = np.concatenate([flat, np.fromiter(chain.from_iterable(extra), np.int64)])
-        return order, flat, lo, hi
 
     def _finish(self, ids: list[int]) -> list[int]:
         return _bpe_short(ids, self.ranks, self.merged_ids)

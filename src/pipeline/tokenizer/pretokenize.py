@@ -31,6 +31,9 @@ WHITESPACE = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # The alternatives match at disjoint positions, so their order is free: the common one first.
 COARSE = re.compile(rf" ?[^{WHITESPACE}]+|[{WHITESPACE}]+(?![^{WHITESPACE}])|[{WHITESPACE}]+")
 CHUNKABLE = (SPLIT_PATTERN, GPT2_PATTERN)  # patterns for which the chunk identity holds
+# ASCII punctuation (no letter, digit or whitespace): a chunk `[ ]letters` + a run of these is
+# exactly two pieces under both CHUNKABLE patterns, so it needs no regex (tested).
+TAIL = ".,;:!?\"')]}-"
 
 # The same matches as the two patterns above (tested): a word is tried first, contractions are
 # one alternative; ~10% faster with `regex`. tokenizer.json keeps the canonical strings.

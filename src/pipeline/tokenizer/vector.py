@@ -13,9 +13,11 @@ so a hash collision cannot change an id: the group falls back to the dictionary 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
+from pipeline.tokenizer.batch import gather_runs
 from pipeline.tokenizer.pretokenize import WHITESPACE
 
 _WS = np.zeros(0x3002, bool)  # WHITESPACE's code points lie below U+3001; [0x3001] stays False
@@ -193,8 +195,52 @@ class ChunkStore:
         return entries
 
 
-def gather_runs(values: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """values[offsets[0]:offsets[0]+lengths[0]], then the next run, ... as one array."""
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    return values[np.arange(total) + np.repeat(offsets - (ends - lengths), lengths)]
+def encode_plain(
+    texts: list[str],
+    store: ChunkStore,
+    new_ids: Callable[[list[str]], tuple[np.ndarray, ...]],
+) -> list[list[int]]:
+    """Ids of texts without special tokens: chunks found, hashed, looked up and turned into
+    ids in numpy; `new_ids(chunks)` -> (order, flat, lo, hi) makes the ids of chunks the store
+    lacks (batch.ids_of_chunks), which are then stored. Raises HashMismatch if a chunk's
+    stored code points differ from the text's (a 64-bit hash collision)."""
+    sizes = np.fromiter(map(len, texts), np.int64, len(texts))
+    out: list[list[int]] = [[] for _ in texts]
+    live = np.flatnonzero(sizes)
+    if not len(live):
+        return out
+    text = "".join(texts)
+    cp = code_points(text)
+    doc_end = np.cumsum(sizes)
+    doc_start, doc_end = (doc_end - sizes)[live], doc_end[live]
+    starts = chunk_starts(cp, doc_start, doc_end)
+    ends = np.empty_like(starts)
+    ends[:-1], ends[-1] = starts[1:], len(cp)
+    size = ends - starts
+    h = chunk_hashes(cp, starts, ends)
+    entry = store.lookup(h)
+    miss = np.flatnonzero(entry < 0)
+    if len(miss):
+        distinct, first, inverse = np.unique(h[miss], return_index=True, return_inverse=True)
+        rep = miss[first]  # one occurrence of each new chunk
+        new = list(map(text.__getitem__, map(slice, starts[rep].tolist(), ends[rep].tolist())))
+        order, flat, lo, hi = new_ids(new)
+        at = rep[order]
+        chars = gather_runs(cp, starts[at], size[at])
+        made = store.add(distinct[order], gather_runs(flat, lo, hi - lo), hi - lo, chars, size[at])
+        of_new = np.empty(len(new), np.int64)
+        of_new[order] = made
+        entry[miss] = of_new[inverse.reshape(-1)]
+    # every chunk is checked against the code points stored with its entry
+    if not np.array_equal(store.cp_len.data[entry], size) or not np.array_equal(
+        gather_runs(store.cps.data, store.cp_off.data[entry], size), cp
+    ):
+        raise HashMismatch
+    count = store.tok_len.data[entry]
+    ids = gather_runs(store.tokens.data, store.tok_off.data[entry], count).tolist()
+    bounds = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(count, out=bounds[1:])
+    cut = bounds[np.searchsorted(starts, doc_start)].tolist() + [len(ids)]
+    for k, i in enumerate(live.tolist()):
+        out[i] = ids[cut[k] : cut[k + 1]]
+    return out
