@@ -422,3 +422,10 @@ def test_chunk_store_grows_and_finds_everything():
     others = np.setdiff1d(keys[:1000] ^ np.uint64(1 << 62), keys)
     assert len(others) and (store.lookup(others) == -1).all()
     assert len(store.keys) >= 2 * len(keys)  # grew from 2^16 slots, load <= 1/2
+
+
+def test_encode_batch_group_of_one_piece_chunks_only(tok):
+    """A group whose new chunks are all single pieces (no regex split at all)."""
+    texts = ["the cat", " sat on", "mat\n\n  "]
+    with patch.object(bpe, "MIN_VECTOR", 1):
+        assert Tokenizer(tok.merges).encode_batch(texts) == [tok.encode(t) for t in texts]
