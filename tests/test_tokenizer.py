@@ -222,6 +222,7 @@ def test_huge_word_is_linear(tok):
     rng = random.Random(1)
     text = "".join(rng.choice("thecatsdog") for _ in range(200_000))
     assert tok.decode(tok.encode(text)) == text
+    assert Tokenizer(tok.merges).encode_batch([text, "x"]) == [tok.encode(text), tok.encode("x")]
     res = train_bpe({text: 1}, 50, 1, max_word_bytes=256)  # chunked: 782 words of <= 256 B
     assert res.num_words <= 782 and len(res.merges) == 50
 
