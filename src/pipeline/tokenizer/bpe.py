@@ -251,11 +251,13 @@ class Tokenizer:
         return out
 
     def _encode_mixed(self, texts: list[str]) -> list[list[int]]:
-        """Texts without special tokens the numpy way (vector.py), the others through the
-        chunk dictionary (_encode_group)."""
+        """Texts without special tokens the numpy way (vector.py), the others (and very long
+        ones) through the chunk dictionary (_encode_group)."""
         hints, splitter = self._hints, self._splitter
-        special = [
-            i for i, t in enumerate(texts) if splitter is not None and any(h in t for h in hints)
+        special = [  # and texts over BATCH_CHARS: numpy arrays of 8 bytes per character
+            i
+            for i, t in enumerate(texts)
+            if len(t) > BATCH_CHARS or (splitter is not None and any(h in t for h in hints))
         ]
         if not special:
             return self._encode_plain_or_dict(texts)

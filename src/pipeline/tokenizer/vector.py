@@ -1,7 +1,7 @@
 """encode_batch without a Python object per chunk: a group of texts becomes one array of code
 points, and chunk boundaries, chunk hashes, cache lookups and the output ids are all numpy.
 Python strings are made only for the distinct chunks the cache lacks (their ids come from
-`Tokenizer._ids_of_chunks`, the vectorised BPE).
+`batch.ids_of_chunks`, the vectorised BPE).
 
 Chunks are exactly pretokenize.COARSE's: whitespace runs split as the GPT-2 rules split them,
 and each run of non-whitespace with the one plain space before it (see `chunk_starts`; a
