@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from pipeline.errors import DataError
 from pipeline.tokenizer import DEFAULT_SPECIALS, EOS, Tokenizer, batch, bpe, load, save, train_bpe
 from pipeline.tokenizer.batch import NO_RANK, PairRanks, bpe_many
-from pipeline.tokenizer.bpe import _TAIL, _bpe_long, _bpe_short
+from pipeline.tokenizer.bpe import _bpe_long, _bpe_short
 from pipeline.tokenizer.pretokenize import (
     COARSE,
     GPT2_PATTERN,
     SPLIT_PATTERN,
+    TAIL,
     WHITESPACE,
     compile_pattern,
     count_words,
@@ -168,7 +169,7 @@ def test_chunks_never_split_a_piece(text):
 # Words, ASCII punctuation (the chunk cache's shortcut) and its look-alikes, and anything.
 WORDY = st.one_of(
     st.sampled_from(["the", " cat", "é", "Ж", "ǅ", " ", "'", "'s", "n't", "1", "²", "_", "\n"]),
-    st.sampled_from(list(_TAIL) + ["…", "«", "»", "*", "$", "\u0301"]),
+    st.sampled_from(list(TAIL) + ["…", "«", "»", "*", "$", "\u0301"]),
     UNICODE,
 )
 
@@ -176,7 +177,7 @@ WORDY = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(WORDY, max_size=30).map("".join))
 def test_chunk_cache_equals_bpe_piece_by_piece(tok, text):
-    """The chunk cache's regex-free paths (one word; a word + _TAIL punctuation) give the ids
+    """The chunk cache's regex-free paths (one word; a word + TAIL punctuation) give the ids
     of the full split, for both patterns, with a cold cache and a warm one."""
     for pattern in (SPLIT_PATTERN, GPT2_PATTERN):
         fresh = Tokenizer(tok.merges, pattern=pattern)
@@ -184,7 +185,7 @@ def test_chunk_cache_equals_bpe_piece_by_piece(tok, text):
         assert fresh.encode_ordinary(text) == expect
         assert fresh.encode_ordinary(text) == expect
         for chunk in COARSE.findall(text):
-            head = chunk.rstrip(_TAIL)
+            head = chunk.rstrip(TAIL)
             if head != chunk and (head[1:] if head[:1] == " " else head).isalpha():
                 assert regex.findall(pattern, chunk) == [head, chunk[len(head) :]]
 

@@ -106,9 +106,6 @@ class _Cache(dict):
         return ids
 
 
-_TAIL = TAIL
-
-
 class _ChunkCache(dict):
     """chunk -> ids. A miss is resolved in this one frame (no nested cache or method calls) and
     its common shapes skip the regex: together ~9% off a cold pass (measured)."""
@@ -132,9 +129,9 @@ class _ChunkCache(dict):
                     if len(pieces) >= MAX_CACHE_ENTRIES:
                         pieces.clear()
                     pieces[chunk] = ids
-        elif (head := chunk.rstrip(_TAIL)) != chunk and (
+        elif (head := chunk.rstrip(TAIL)) != chunk and (
             head[1:] if head[:1] == " " else head
-        ).isalpha():  # "[ ]word" + a run of _TAIL: the two pieces, no regex
+        ).isalpha():  # "[ ]word" + a run of TAIL: the two pieces, no regex
             ids = pieces[head] + pieces[chunk[len(head) :]]
         else:
             ids = tuple(chain.from_iterable(map(pieces.__getitem__, self.findall(chunk))))
@@ -297,6 +294,8 @@ class Tokenizer:
         return np.arange(len(new)), flat, hi - np.diff(hi, prepend=0), hi
 
     def _encode_group(self, texts: list[str]) -> list[list[int]]:
+        """Texts through the chunk dictionary (the path of texts with special tokens, of very
+        long ones, and the fallback of the numpy path)."""
         cache = self._chunks
         assert cache is not None
         split, splitter, hints, look = self._split, self._splitter, self._hints, cache.get
