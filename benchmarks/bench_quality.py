@@ -20,6 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from pipeline.clean.textstats import find_duplicates  # noqa: E402
 from pipeline.quality.features import (  # noqa: E402
     DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
@@ -124,15 +125,8 @@ _WORD = re.compile(r"\w+")
 
 def _dup_fraction(items: list[str]) -> tuple[float, float]:
     """(share of items that repeat an earlier one, share of their characters)."""
-    seen: set[str] = set()
-    dup = dup_chars = 0
-    for it in items:
-        if it in seen:
-            dup += 1
-            dup_chars += len(it)
-        seen.add(it)
-    total = sum(map(len, items)) or 1
-    return dup / max(len(items), 1), dup_chars / total
+    dup, dup_chars = find_duplicates(items)
+    return dup / max(len(items), 1), dup_chars / (sum(map(len, items)) or 1)
 
 
 def _ngram_fractions(words: list[str]) -> list[bool]:

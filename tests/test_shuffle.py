@@ -157,19 +157,15 @@ def test_bad_inputs(tmp_path):
     assert no_temp_left(tmp_path)
 
 
+def _shuffle_args(tmp_path, seed: int) -> list[str]:
+    """`pipeline shuffle` from tmp_path/in to tmp_path/out, shards of 8 samples."""
+    out = ["shuffle", "--input-dir", str(tmp_path / "in"), "--output-dir", str(tmp_path / "out")]
+    return [*out, "--shard-size", "8", "--seed", str(seed)]
+
+
 def test_cli(tmp_path, capsys):
     make_shards(tmp_path / "in", [7, 13])
-    args = [
-        "shuffle",
-        "--input-dir",
-        str(tmp_path / "in"),
-        "--output-dir",
-        str(tmp_path / "out"),
-        "--shard-size",
-        "8",
-        "--seed",
-        "4",
-    ]
+    args = _shuffle_args(tmp_path, seed=4)
     assert main(args) == 0
     assert "20 samples in 3 shards" in capsys.readouterr().out
     assert main(args) == 1
@@ -248,15 +244,7 @@ def test_ctrl_c_on_the_real_command_leaves_nothing(tmp_path):
         "-c",
         CHILD,
         str(marker),
-        "shuffle",
-        "--input-dir",
-        str(tmp_path / "in"),
-        "--output-dir",
-        str(tmp_path / "out"),
-        "--shard-size",
-        "8",
-        "--seed",
-        "1",
+        *_shuffle_args(tmp_path, seed=1),
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

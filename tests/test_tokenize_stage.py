@@ -21,6 +21,16 @@ def _stage_stats(run_dir, name="tokenize"):
     return next(s for s in report["stages"] if s["stage"] == name)["stats"]
 
 
+def _tokenize_jsonl(tmp_path, rows: list[dict], **cfg):
+    """download rows from a JSONL file, then tokenize (no held-out): the run folder."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "run"
+    tokenize = {"heldout_fraction": 0.0, **cfg}
+    run_stages(run, {"download": {"source": "jsonl", "path": str(src)}, "tokenize": tokenize})
+    return run
+
+
 def _tokenize(toy_run, **cfg):
     dl = {"source": "toy", "max_docs": 400, "docs_per_part": 100}
     run_stages(toy_run, {"download": dl, "tokenize": {**TOK, **cfg}})
@@ -100,16 +110,7 @@ def test_empty_docs_dropped_and_huge_word_chunked(tmp_path):
         {"id": "big", "text": big},
         {"id": "z", "text": "bye"},
     ]
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    run = tmp_path / "run"
-    run_stages(
-        run,
-        {
-            "download": {"source": "jsonl", "path": str(src)},
-            "tokenize": {"vocab_size": 400, "heldout_fraction": 0.0},
-        },
-    )
+    run = _tokenize_jsonl(tmp_path, rows, vocab_size=400)
     st = _stage_stats(run)
     assert st["docs_in"] == 5 and st["docs_out"] == 3 and st["dropped_empty"] == 2
     rej = pq.read_table(run / "tokenize" / "rejected" / "part-00000.parquet")
@@ -124,16 +125,7 @@ def test_empty_docs_dropped_and_huge_word_chunked(tmp_path):
 
 
 def test_tiny_corpus_stops_early_and_says_so(tmp_path):
-    src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"id": "1", "text": "ab ab ab"}) + "\n")
-    run = tmp_path / "run"
-    run_stages(
-        run,
-        {
-            "download": {"source": "jsonl", "path": str(src)},
-            "tokenize": {"vocab_size": 1000, "heldout_fraction": 0.0},
-        },
-    )
+    run = _tokenize_jsonl(tmp_path, [{"id": "1", "text": "ab ab ab"}], vocab_size=1000)
     st = _stage_stats(run)
     assert st["stopped_early"] and st["stop_reason"] in ("min_frequency", "no_pairs")
     assert st["vocab_size"] < 1000

@@ -200,7 +200,7 @@ def _tokens(cp: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
-def _find_duplicates(items: list[str]) -> tuple[int, int]:
+def find_duplicates(items: list[str]) -> tuple[int, int]:
     """Gopher/datatrove: (#items seen before, #chars of those items), first copy not counted."""
     seen: set[str] = set()
     dup = dup_chars = 0
@@ -381,13 +381,13 @@ def _line_stats(text: str, out: np.ndarray, dominant: int, c4_args: tuple[int, i
     out[STAT_INDEX["bullet_lines_frac"]] = bullets / nl
     ellipsis = sum(ln.endswith(("...", "\u2026")) for ln in lines)
     out[STAT_INDEX["ellipsis_lines_frac"]] = ellipsis / nl
-    dup, dup_chars = _find_duplicates(lines)
+    dup, dup_chars = find_duplicates(lines)
     out[STAT_INDEX["dup_lines_frac"]] = dup / nl
     out[STAT_INDEX["dup_line_chars_frac"]] = dup_chars / n
     body = n - text.count("\n")
     out[STAT_INDEX["fineweb_dup_line_chars_frac"]] = dup_chars / body if body else 0.0
     paras = [p for p in _PARA_SPLIT_RE.split(text.strip()) if p]
-    pdup, pdup_chars = _find_duplicates(paras)
+    pdup, pdup_chars = find_duplicates(paras)
     out[STAT_INDEX["dup_paragraphs_frac"]] = pdup / max(1, len(paras))
     out[STAT_INDEX["dup_paragraph_chars_frac"]] = pdup_chars / n
     out[STAT_INDEX["line_punct_frac"]] = sum(ln.endswith(FINEWEB_END) for ln in lines) / nl
