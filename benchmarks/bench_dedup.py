@@ -294,7 +294,7 @@ def stage_run(texts: list[str], tmp: Path) -> dict:
     import pipeline.stages.dedup as stage
     from pipeline.executor import Executor
     from pipeline.io import docs_table, write_table
-    from pipeline.stage import StageContext
+    from pipeline.stage import StageContext, StageInputs
 
     parts = []
     for i in range(0, len(texts), 500):
@@ -325,11 +325,9 @@ def stage_run(texts: list[str], tmp: Path) -> dict:
                 run_dir=tmp,
                 out_dir=dest,
                 seed=1,
-                recipe_seed=1,
-                input_parts=parts,
+                inputs={"download": StageInputs.from_dir("download", parts[0].parent)},
                 upstream="download",
                 executor=ex,
-                recipe=None,
                 progress=False,
             )
             if trace:

@@ -34,7 +34,7 @@ from pipeline.packing import (
     pack_concat,
     pack_naive,
 )
-from pipeline.stage import StageContext
+from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run
 
@@ -196,7 +196,6 @@ def bench_stage(lengths: np.ndarray, seq_len: int, repeats: int) -> dict:
     row: dict = {"docs": len(lengths), "tokens": int(lengths.sum()), "seq_len": seq_len}
     try:
         fake_tokenize(work, lengths, 10_000)
-        inputs = sorted((work / "tokenize").glob("part-*"))
         digests = []
         for workers in (1, 2):
             times = []
@@ -210,11 +209,9 @@ def bench_stage(lengths: np.ndarray, seq_len: int, repeats: int) -> dict:
                         work,
                         out,
                         1,
-                        1,
-                        inputs,
+                        {"tokenize": StageInputs.from_dir("tokenize", work / "tokenize")},
                         "tokenize",
                         ex,
-                        None,
                         False,
                         logging.getLogger("bench"),
                     )

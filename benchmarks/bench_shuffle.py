@@ -30,7 +30,8 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 import numpy as np
-from pipeline.shuffle import shard_sizes, save_npz, shuffle_shards
+from pipeline.shards import save_npz, shard_sizes
+from pipeline.shuffle import shuffle_shards
 mode, src, dst, size, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), 7
 t0 = time.perf_counter()
 if mode == "ours":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_recipe
+from helpers import make_recipe
 from pipeline.errors import RecipeError
 from pipeline.recipe import dump_recipe, load_recipe, parse_override
 
@@ -79,6 +79,21 @@ def test_a_run_starts_with_download(tmp_path):
     later = next(name for name in STAGES if name != "download")
     with pytest.raises(RecipeError, match=rf"{later}: has no input"):
         make_recipe(tmp_path, {later: {}})
+
+
+def test_needs_are_checked_before_anything_runs(tmp_path):
+    """download + clean + pack: pack needs tokenize. One line names it; nothing is written."""
+    from pipeline.cli import main
+
+    stages = {"download": {"source": "toy", "max_docs": 50}, "clean": {}, "pack": {}}
+    with pytest.raises(RecipeError, match=r"^pack: needs the tokenize stage: add a `tokenize:`"):
+        make_recipe(tmp_path / "run", stages)
+    with pytest.raises(RecipeError, match=r"^shard: needs the pack stage"):
+        make_recipe(tmp_path / "run", {"download": {"source": "toy"}, "tokenize": {}, "shard": {}})
+    path = tmp_path / "r.yaml"
+    path.write_text("download: {source: toy, max_docs: 50}\nclean:\npack:\n")
+    assert main(["data", "--config", str(path), "--out-dir", str(tmp_path / "out"), "-q"]) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_invalid_yaml_names_file_and_line(tmp_path):

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import pipeline.stages as stages_mod
-from conftest import make_recipe
 from fake_stages import LOWER, calls
+from helpers import make_recipe
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.io import sha256_file
 from pipeline.manifest import Manifest

@@ -135,7 +135,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
-    from pipeline.sources.builtin import BUILTINS, probe
+    from pipeline.sources import SOURCES, source_names
+    from pipeline.sources.builtin import probe
 
     if args.probe:
         rows = probe()
@@ -143,9 +144,10 @@ def cmd_datasets(args: argparse.Namespace) -> int:
         for name, size, about in rows:
             print(f"{name:<18} {size:<{width}}  {about}")
     else:
-        for b in BUILTINS.values():
-            print(f"{b.name:<18} {b.about}")
-        print("offline: toy, python_docs; files: jsonl, parquet, text")
+        for name in source_names("remote"):
+            print(f"{name:<18} {SOURCES[name].about}")
+        offline, files = ", ".join(source_names("offline")), ", ".join(source_names("files"))
+        print(f"offline: {offline}; files: {files}")
     return 0
 
 
@@ -163,7 +165,7 @@ def cmd_shuffle(args: argparse.Namespace) -> int:
     from pipeline.shuffle import shuffle_shards
 
     meta = shuffle_shards(args.input_dir, args.output_dir, args.shard_size, args.seed)
-    q = meta["shuffle_quality"]
+    q = meta["shuffle_stats"]
     print(
         f"{args.output_dir}: {meta['num_samples']:,} samples in {meta['num_shards']} shards; "
         f"spearman {q['spearman']:+.4f}, same-source ratio {q['same_source_ratio']:.3f}, "

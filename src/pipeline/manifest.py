@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_json, sha256_file
+from pipeline.stage import StageInputs
 
 MANIFEST_NAME = "manifest.json"
 VERSION = 1
@@ -67,9 +68,10 @@ class Manifest:
 
     def parts(self, name: str) -> list[Path]:
         """The stage's main parts: `<name>/part-*` directly inside its folder, in order."""
+        return self.inputs(name).parts
+
+    def inputs(self, name: str) -> StageInputs:
+        """Everything the stage recorded, as the input of a later stage (ctx.inputs[name])."""
         entry = self.stages.get(name, {})
-        return [
-            self.run_dir / o["path"]
-            for o in entry.get("outputs", [])
-            if o["path"].startswith(f"{name}/part-") and o["path"].count("/") == 1
-        ]
+        files = sorted(o["path"][len(name) + 1 :] for o in entry.get("outputs", []))
+        return StageInputs(name, self.run_dir / name, tuple(files))

@@ -18,14 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline import __version__
+from pipeline.config import config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import Executor
 from pipeline.io import iter_files, num_records, sha256_file
 from pipeline.manifest import Manifest
-from pipeline.recipe import Recipe, config_hash
+from pipeline.recipe import Recipe
 from pipeline.report import check_balance, update_report
-from pipeline.stage import StageContext
-from pipeline.stages import ORDER, STAGES
+from pipeline.stage import Stage, StageContext, StageInputs
+from pipeline.stages import STAGES
 
 log = logging.getLogger("pipeline")
 
@@ -35,13 +36,18 @@ def stage_seed(seed: int, name: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}:{name}".encode(), digest_size=4).digest(), "big")
 
 
+def seed_for(stage: Stage, seed: int) -> int:
+    """The seed `stage` runs with: derived from (recipe seed, name), or the recipe's own."""
+    return seed if stage.seed_scope == "recipe" else stage_seed(seed, stage.name)
+
+
 def fingerprint(name: str, cfg: object, seed: int, upstream: str | None) -> str:
     stage = STAGES[name]
     blob = json.dumps(
         {
             "stage": name,
             "config": config_hash(cfg),
-            "seed": stage_seed(seed, name),
+            "seed": stage_seed(seed, name),  # whatever its seed_scope: the recipe seed decides
             "upstream": upstream,
             "code": f"{__version__}+{stage.version}",
         },
@@ -83,6 +89,7 @@ def plan(
     force: bool = False,
 ) -> list[PlanItem]:
     selected = select(recipe, start, until, only)
+    order = list(STAGES)
     items, upstream = [], None
     seed = recipe.run.seed
     for name, cfg in recipe.stages.items():
@@ -95,7 +102,7 @@ def plan(
                 action, why = "skip", "up to date (fingerprint and output hashes match)"
             else:
                 action, why = "run", "not run yet" if name not in manifest.stages else "changed"
-        elif ORDER.index(name) < ORDER.index(selected[0]):
+        elif order.index(name) < order.index(selected[0]):
             if not done:
                 raise PipelineError(
                     f"stage '{name}' has no up-to-date output in "
@@ -158,12 +165,10 @@ def _run_stage(
         name=name,
         run_dir=run_dir,
         out_dir=tmp,
-        seed=stage_seed(recipe.run.seed, name),
-        recipe_seed=recipe.run.seed,
-        input_parts=manifest.parts(upstream) if upstream else [],
+        seed=seed_for(stage, recipe.run.seed),
+        inputs=_inputs(stage, recipe, manifest, upstream),
         upstream=upstream,
         executor=executor,
-        recipe=recipe,
         progress=progress,
         log=log,
     )
@@ -210,9 +215,19 @@ def _run_stage(
         recipe_info,
         recipe.run.seed,
         {"stage": name, "seconds": round(seconds, 3), "stats": stats},
-        list(ORDER),
+        list(STAGES),
     )
     log.info("[%s] done in %.2fs: %s", name, seconds, _summary(stats))
+
+
+def _inputs(
+    stage: Stage, recipe: Recipe, manifest: Manifest, upstream: str | None
+) -> dict[str, StageInputs]:
+    """What the stage may read: its upstream, its `needs` (enabled: the recipe checked) and
+    those of its `uses` that are enabled, each as recorded in the manifest."""
+    names = [upstream] if upstream else []
+    names += [n for n in stage.needs + stage.uses if n in recipe.stages and n not in names]
+    return {n: manifest.inputs(n) for n in names}
 
 
 def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
+from pipeline.hashing import GOLDEN64, span_hashes
 
 # character classes; letters are split by script so the dominant script can be measured
 OTHER, SPACE, DIGIT, PUNCT, SYMBOL, MARK = range(6)
@@ -91,11 +92,6 @@ def _build_table() -> np.ndarray:
 
 
 _TABLE = _build_table()
-_HASH_BASE = np.uint64(0x100000001B3)  # odd, so invertible mod 2^64
-_HASH_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
-_NGRAM_MUL = np.uint64(0x9E3779B97F4A7C15)
-_POW: np.ndarray = np.ones(1, np.uint64)
-_INV: np.ndarray = np.ones(1, np.uint64)
 
 STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
     LATIN: ("the", "be", "to", "of", "and", "that", "have", "with"),
@@ -149,20 +145,6 @@ _NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
     STAT_INDEX[f"dup_{n}gram_chars_frac"] for n in DUP_NGRAMS
 ]
 NUM_STATS = len(STAT_NAMES)
-
-
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """B^i and B^-i mod 2^64 for i <= n, grown geometrically and cached."""
-    global _POW, _INV
-    if len(_POW) <= n:
-        size = max(n + 1, 2 * len(_POW), 4096)
-        _POW = np.cumprod(
-            np.r_[np.uint64(1), np.full(size - 1, _HASH_BASE, np.uint64)], dtype=np.uint64
-        )
-        _INV = np.cumprod(
-            np.r_[np.uint64(1), np.full(size - 1, _HASH_INV, np.uint64)], dtype=np.uint64
-        )
-    return _POW, _INV
 
 
 def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -307,18 +289,14 @@ def _word_stats(text: str, cp: np.ndarray, cls: np.ndarray, out: np.ndarray) -> 
         out[STAT_INDEX["alpha_words_frac"]] = float((tok_letters > 0).sum()) / n_tok
         out[STAT_INDEX["max_word_length"]] = int(lengths.max())
         out[STAT_INDEX["newlines_per_word"]] = text.count("\n") / n_tok
-    # content hash per word: polynomial over code points, (P[end] - P[start]) * B^-start
-    pw, inv = _powers(n)
-    prefix = np.zeros(n + 1, np.uint64)
-    np.cumsum(cp.astype(np.uint64) * pw[:n], dtype=np.uint64, out=prefix[1:])
-    h = (prefix[ends] - prefix[starts]) * inv[starts]
+    h = span_hashes(cp, starts, ends)  # content hash per word, wherever it sits
     cum_len = np.concatenate(([0], np.cumsum(lengths)))
     out[_NGRAM_COLS] = 0.0  # stays 0 with too few words or no repeats: nothing repeats
     g = h
     for k in range(2, max(DUP_NGRAMS) + 1):
         if n_tok < k:
             break
-        g = g[:-1] * _NGRAM_MUL + h[k - 1 :]  # hash of the k-gram starting at each word
+        g = g[:-1] * GOLDEN64 + h[k - 1 :]  # hash of the k-gram starting at each word
         srt = np.sort(g)
         repeats = bool((srt[1:] == srt[:-1]).any())
         if k in TOP_NGRAMS:

@@ -14,6 +14,8 @@ import functools
 import numpy as np
 import regex
 
+from pipeline.hashing import GOLDEN64, mix64
+
 # Unicode punctuation and symbols are deleted (datatrove/text-dedup simplify); whitespace runs
 # are word boundaries.
 _PUNCT = regex.compile(r"[\p{P}\p{S}]+")
@@ -21,7 +23,6 @@ _MAX_HASH = np.uint32(0xFFFFFFFF)
 _CHUNK_CELLS = 1 << 20  # shingles x num_perm cells per permutation block: 4 MiB of uint32
 _PAD = 8  # NUL bytes after the buffer, so an 8-byte read at any word start stays inside it
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)  # low k bytes kept
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # odd step between the keys of a long word's chunks
 _ASCII_SPACES = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # exactly the ASCII chars with str.isspace()
 _DELETED = np.uint32(0xFFFFFFFF)  # _bmp_map value of a code point that is deleted
 _CONTEXT_LOWER = "\u0130\u03a3"  # İ lowers to 2 chars, Σ by context (final sigma): str.lower
@@ -42,16 +43,6 @@ def _tables(seed: int, num_perm: int, ngram: int) -> tuple[np.ndarray, ...]:
     for arr in (keys, mult, a):
         arr.flags.writeable = False  # cached and shared between calls
     return keys, mult, a
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser, in place on a uint64 array: spreads every input bit over the word."""
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
 
 
 def _ascii_tables() -> tuple[bytes, bytes]:
@@ -135,8 +126,8 @@ def _long_words(
     k = np.arange(int(extra.sum())) - np.repeat(first - 1, extra)  # 1, 2, ... within a word
     chunk = win[np.repeat(starts, extra) + 8 * k]
     chunk &= _BYTE_MASKS[np.minimum(np.repeat(lens, extra) - 8 * k, 8)]
-    chunk += key + k.astype(np.uint64) * _GOLDEN
-    return np.add.reduceat(_mix64(chunk), first)
+    chunk += key + k.astype(np.uint64) * GOLDEN64  # odd step between a word's chunk keys
+    return np.add.reduceat(mix64(chunk, inplace=True), first)
 
 
 def word_hashes(texts: list[str], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +149,7 @@ def word_hashes(texts: list[str], keys: np.ndarray) -> tuple[np.ndarray, np.ndar
     if long.size:
         h[long] ^= _long_words(win, starts[long], lens[long], keys[1])
     h ^= keys[0]
-    return _mix64(h), np.diff(np.searchsorted(starts, bounds))
+    return mix64(h, inplace=True), np.diff(np.searchsorted(starts, bounds))
 
 
 def shingle_hashes(
@@ -186,7 +177,7 @@ def shingle_hashes(
         for k in range(int(c.max())):
             val += np.where(k < c, words[np.minimum(s + k, total - 1)] * mult[k], np.uint64(0))
         out[out_start[short]] = val
-    return _mix64(out), per_doc
+    return mix64(out, inplace=True), per_doc
 
 
 def _long_doc_min(x: np.ndarray, a: np.ndarray, buf: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
+from pipeline.hashing import GOLDEN64, mix64
+
 # The order of the columns of `stats_matrix` and of the model's statistic weights.
 STAT_NAMES = (
     "length",
@@ -58,7 +60,6 @@ _FEATURE_TOKEN = re.compile(r"[^\W_]+")  # runs of letters/digits: the hashed fe
 _NO_ALPHA_WORD = re.compile(r"(?<!\S)(?:[^\w\s]|[\d_])+(?!\S)")  # words without a letter
 _SYMBOL = re.compile(r"[^\w\s.,;:!?'\"()\-\u2019\u201c\u201d]")  # not prose punctuation
 _TERMINAL = (".", "!", "?", '"', "'", "\u201d", "\u2019", "\u2026", ")")
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier for the bigram hash
 
 
 def doc_stats(text: str, max_chars: int) -> tuple[float, ...]:
@@ -159,15 +160,6 @@ def vstack(mats: list[Csr], num_cols: int) -> Csr:
     )
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: spreads the bits of a uint64 array (wrapping arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def hashed_features(texts: list[str], dims: int, hash_seed: int, max_chars: int) -> Csr:
     """Word unigrams + adjacent bigrams (lowercased letter/digit runs) hashed into `dims`
     buckets (a power of two), value 1 + ln(count), each row L2-normalised (empty rows stay 0).
@@ -192,7 +184,7 @@ def hashed_features(texts: list[str], dims: int, hash_seed: int, max_chars: int)
     doc = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     same = doc[:-1] == doc[1:]  # bigrams never cross a document boundary
     with np.errstate(over="ignore"):
-        bigram = _mix64(tok[:-1][same] * _MIX ^ tok[1:][same])
+        bigram = mix64(tok[:-1][same] * GOLDEN64 ^ tok[1:][same], inplace=True)
     mask = np.uint64(dims - 1)
     cols = np.concatenate([tok & mask, bigram & mask]).astype(np.int64)
     rows = np.concatenate([doc, doc[:-1][same]])

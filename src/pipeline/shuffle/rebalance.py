@@ -20,8 +20,7 @@ import numpy as np
 
 from pipeline.errors import DataError, PipelineError
 from pipeline.io import atomic_write_json, sha256_file
-from pipeline.shuffle.npzio import (
-    COPY_BYTES,
+from pipeline.shards import (
     FORMAT_VERSION,
     METADATA_NAME,
     npz_fields,
@@ -30,7 +29,9 @@ from pipeline.shuffle.npzio import (
     shard_name,
     shard_sizes,
 )
-from pipeline.shuffle.quality import ShuffleQuality
+from pipeline.shuffle.stats import ShuffleStats
+
+COPY_BYTES = 4 << 20  # copy block of both phases: the scratch memory beside field / shard
 
 
 def apportion(source_sizes: np.ndarray, out_sizes: list[int]) -> np.ndarray:
@@ -163,7 +164,7 @@ def _phase2(
     seed: int,
     work: Path,
     out: Path,
-    quality: ShuffleQuality,
+    stats: ShuffleStats,
 ) -> list[dict[str, Any]]:
     """Each output shard: a slice of every permuted source, placed at random positions, saved."""
     offsets = np.cumsum(rows) - np.asarray(rows)
@@ -186,7 +187,7 @@ def _phase2(
             orig[dest] = offsets[s] + perm[a:b]
             del perm
             start[s], k = b, k + b - a
-        quality.add(src_of, orig)
+        stats.add(src_of, orig)
         name = shard_name(j)
         save_npz(out / name, arrays)
         del arrays
@@ -223,13 +224,13 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
             out.mkdir(exist_ok=True)
             _phase1(paths, fields, rows, seed, tmp / "work")
             sizes = shard_sizes(sum(rows), shard_size)
-            quality = ShuffleQuality(np.asarray(rows))
+            stats = ShuffleStats(np.asarray(rows))
             plan = apportion(np.asarray(rows), sizes)
-            shards = _phase2(fields, rows, plan, seed, tmp / "work", out, quality)
+            shards = _phase2(fields, rows, plan, seed, tmp / "work", out, stats)
             shutil.rmtree(tmp / "work")
             if (input_dir / "eval").is_dir():
                 shutil.copytree(input_dir / "eval", tmp / "eval")
-            new = _metadata(meta, fields, sizes, shard_size, seed, shards, quality.result())
+            new = _metadata(meta, fields, sizes, shard_size, seed, shards, stats.result())
             new["shuffled_from"] = {
                 "input_dir": str(src),
                 "num_shards": len(paths),
@@ -265,7 +266,7 @@ def _metadata(
     shard_size: int,
     seed: int,
     shards: list[dict[str, Any]],
-    quality: dict[str, float],
+    stats: dict[str, float],
 ) -> dict[str, Any]:
     """The input's metadata (if any) updated for the new shards."""
     new = dict(meta)
@@ -284,7 +285,7 @@ def _metadata(
             "seed": seed,
             "shards": shards,
             "version": meta.get("version", FORMAT_VERSION),
-            "shuffle_quality": quality,
+            "shuffle_stats": stats,
         }
     )
     if shape:

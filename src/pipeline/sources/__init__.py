@@ -1,36 +1,42 @@
-"""Where documents come from. Every source yields `Record`s (and `Malformed` for bad input lines)
-in a deterministic order; the download stage turns them into Parquet parts.
+"""Where documents come from: every source registered under the name `download.source` takes.
+
+Adding one is a reader function (see registry.py for its contract) and one `register_source`
+line below; nothing else in the pipeline lists source names.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from pipeline.sources import builtin, files, python_docs, toy
+from pipeline.sources.records import Malformed, Record, fix_surrogates
+from pipeline.sources.registry import (
+    SOURCES,
+    Source,
+    register_source,
+    source_names,
+    unregister_source,
+)
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+__all__ = [
+    "SOURCES",
+    "Malformed",
+    "Record",
+    "Source",
+    "fix_surrogates",
+    "register_source",
+    "source_names",
+    "unregister_source",
+]
 
-
-@dataclass
-class Record:
-    id: str
-    text: str
-    source: str
-    label: str | None = None  # only the toy corpus knows what each document is
-
-
-@dataclass
-class Malformed:
-    where: str  # "file:line"
-    reason: str  # short snake_case, becomes dropped_<reason>
-    detail: str  # one line for the report
-    raw: str  # the offending input, decoded with replacement, for the rejected part
-
-
-def fix_surrogates(text: str) -> tuple[str, bool]:
-    """Lone surrogates (from JSON escapes like \\ud800) cannot be stored as UTF-8: replace each
-    with U+FFFD. Returns the text and whether anything was replaced."""
-    try:
-        text.encode("utf-8")
-        return text, False
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text), True
+for _b in builtin.BUILTINS.values():
+    register_source(Source(_b.name, builtin.read_source, _b.about, kind="remote"))
+register_source(
+    Source("jsonl", files.read_jsonl_source, "JSONL (.gz, .zst)", kind="files", needs_path=True)
+)
+register_source(
+    Source("parquet", files.read_parquet_source, "Parquet files", kind="files", needs_path=True)
+)
+register_source(
+    Source("text", files.read_text_source, "plain text files", kind="files", needs_path=True)
+)
+register_source(Source("toy", toy.read_source, toy.ABOUT, labelled=True))
+register_source(Source("python_docs", python_docs.read_source, python_docs.ABOUT))

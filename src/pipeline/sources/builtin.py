@@ -12,13 +12,14 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.sources import Record
 from pipeline.sources.files import split_on_line
 from pipeline.sources.http import Unreachable, cache_dir, fetch, head_size
+from pipeline.sources.records import Record
 
 OFFLINE_HINT = (
     "offline sources need no network: download.source=toy, download.source=python_docs, "
@@ -183,3 +184,8 @@ def probe() -> list[tuple[str, str, str]]:
             size = f"unreachable ({str(exc).split('(', 1)[-1].rstrip(')')[:60]})"
         rows.append((b.name, size, b.about))
     return rows
+
+
+def read_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record]:
+    """The registered reader of every builtin corpus: `download.source` names which."""
+    return read_builtin(cfg.source, progress)

@@ -11,12 +11,13 @@ import gzip
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
-from pipeline.sources import Malformed, Record, fix_surrogates
+from pipeline.sources.records import Malformed, Record, fix_surrogates
 
 
 def expand_paths(pattern: str) -> list[Path]:
@@ -178,3 +179,31 @@ def split_on_line(lines: Iterable[str], separator: str) -> Iterator[str]:
     piece = "".join(cur).strip()
     if piece:
         yield piece
+
+
+def _paths_and_label(cfg: Any) -> tuple[list[Path], str]:
+    """The files `download.path` matches, and the `source` value their records get: the file's
+    stem, or the folder/glob's, else the source name."""
+    paths = expand_paths(cfg.path or "")
+    if not paths:
+        raise DataError(str(cfg.path), "no input file matches")
+    label = Path(paths[0]).stem if len(paths) == 1 else Path(cfg.path or "").stem or cfg.source
+    return paths, label.replace("*", "") or cfg.source
+
+
+def read_jsonl_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
+    """The registered `jsonl` source: download.path, text_field, id_field."""
+    paths, label = _paths_and_label(cfg)
+    return read_jsonl(paths, cfg.text_field, cfg.id_field, label)
+
+
+def read_parquet_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
+    """The registered `parquet` source: download.path, text_field, id_field."""
+    paths, label = _paths_and_label(cfg)
+    return read_parquet(paths, cfg.text_field, cfg.id_field, label)
+
+
+def read_text_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
+    """The registered `text` source: download.path, separator."""
+    paths, label = _paths_and_label(cfg)
+    return read_text(paths, cfg.separator, label)

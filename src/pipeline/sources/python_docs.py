@@ -12,8 +12,9 @@ import inspect
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from pipeline.sources import Record
+from pipeline.sources.records import Record
 
 _SKIP_DIRS = {
     "test",
@@ -76,3 +77,11 @@ def _modules(stdlib: Path) -> Iterator[Record]:
 def generate() -> Iterator[Record]:
     yield from _topics()
     yield from _modules(Path(sysconfig.get_paths()["stdlib"]))
+
+
+ABOUT = "offline real English prose: the installed Python's documentation"
+
+
+def read_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record]:
+    """The registered `python_docs` source (reads nothing from cfg)."""
+    return generate()

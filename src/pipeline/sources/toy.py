@@ -8,10 +8,11 @@ keep. The same (num_docs, seed) always gives the same corpus.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
-from pipeline.sources import Record
+from pipeline.sources.records import Record
 
 JUNK_KINDS = (
     "html",
@@ -146,3 +147,12 @@ def generate(num_docs: int, seed: int, junk_fraction: float = 0.15) -> Iterator[
             text = good_doc(rng)
             good.append(text)
             yield Record(f"toy-{i:06d}", text, "toy", "good")
+
+
+ABOUT = "offline synthetic prose with ~15% labelled junk (download.max_docs, default 2,000)"
+DEFAULT_DOCS = 2000
+
+
+def read_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record]:
+    """The registered `toy` source: download.max_docs documents (default 2,000)."""
+    return generate(cfg.max_docs or DEFAULT_DOCS, seed, cfg.toy_junk_fraction)

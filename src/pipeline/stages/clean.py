@@ -22,9 +22,9 @@ from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, norma
 from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
 from pipeline.clean.textstats import NUM_STATS, SCRIPTS, STAT_INDEX, doc_stats
+from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import part_name, read_table, text_bytes, write_rejected, write_table
-from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 
 
@@ -236,4 +236,4 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=_reduce(results, cfg))
 
 
-STAGE = Stage("clean", CleanConfig, run, version="1")
+STAGE = Stage("clean", CleanConfig, run, version="1", needs=("download",))

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
+from pipeline.config import bounded
 from pipeline.dedup import cluster as cl
 from pipeline.dedup.bloom import BloomFilter, bloom_size
 from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
@@ -24,7 +25,6 @@ from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
 from pipeline.dedup.unionfind import components
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import part_name, read_table, text_bytes, write_rejected, write_table
-from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
@@ -415,4 +415,4 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=[o for r in results for o in r["outputs"]], stats=out)
 
 
-STAGE = Stage("dedup", DedupConfig, run, version="1")
+STAGE = Stage("dedup", DedupConfig, run, version="1", needs=("download",))

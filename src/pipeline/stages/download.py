@@ -1,4 +1,4 @@
-"""download: read a source (builtin corpus, JSONL, Parquet, text files, toy, python_docs) into
+"""download: read a registered source (builtin corpus, JSONL, Parquet, text, toy, python_docs) into
 Parquet parts of `docs_per_part` documents with columns id, text, source (+ label for toy).
 
 Reading is sequential (it is I/O bound and the source order defines the corpus); parts are then
@@ -15,25 +15,20 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import docs_table, part_name, text_bytes, write_table
 from pipeline.progress import Progress
-from pipeline.recipe import bounded
-from pipeline.sources import Malformed, Record, python_docs, toy
-from pipeline.sources.builtin import BUILTINS, read_builtin
-from pipeline.sources.files import expand_paths, read_jsonl, read_parquet, read_text
+from pipeline.sources import SOURCES, Malformed, Record
+from pipeline.sources.files import expand_paths
 from pipeline.stage import Stage, StageContext, StageResult
 
-FILE_SOURCES = ("jsonl", "parquet", "text")
-OFFLINE_SOURCES = ("toy", "python_docs")
-SOURCES = tuple(BUILTINS) + FILE_SOURCES + OFFLINE_SOURCES
-TOY_DEFAULT_DOCS = 2000
 MAX_EXAMPLES = 5
 
 
 @dataclass(frozen=True)
 class DownloadConfig:
-    source: str = "tinystories"  # a builtin corpus, jsonl | parquet | text, or toy | python_docs
+    source: str = "tinystories"  # a registered source (`pipeline datasets`): corpus, jsonl, toy...
     path: str | None = None  # jsonl/parquet/text: a file, a folder or a glob
     text_field: str = "text"  # jsonl/parquet: the field holding the document text
     id_field: str | None = "id"  # jsonl/parquet: id field; absent ids become file:line
@@ -45,13 +40,13 @@ class DownloadConfig:
 
     def validate(self, path: str) -> None:
         if self.source not in SOURCES:
-            close = difflib.get_close_matches(self.source, SOURCES, n=1)
+            close = difflib.get_close_matches(self.source, list(SOURCES), n=1)
             raise RecipeError(
                 f"{path}.source",
                 f"got {self.source!r}, expected one of {', '.join(SOURCES)}",
                 close[0] if close else None,
             )
-        if self.source in FILE_SOURCES:
+        if SOURCES[self.source].needs_path:
             if not self.path:
                 raise RecipeError(
                     f"{path}.path",
@@ -62,22 +57,7 @@ class DownloadConfig:
 
 
 def iter_source(cfg: DownloadConfig, seed: int, progress: bool) -> Iterator[Record | Malformed]:
-    if cfg.source in BUILTINS:
-        return read_builtin(cfg.source, progress)
-    if cfg.source == "toy":
-        return toy.generate(cfg.max_docs or TOY_DEFAULT_DOCS, seed, cfg.toy_junk_fraction)
-    if cfg.source == "python_docs":
-        return python_docs.generate()
-    paths = expand_paths(cfg.path or "")
-    if not paths:
-        raise DataError(str(cfg.path), "no input file matches")
-    source = Path(paths[0]).stem if len(paths) == 1 else Path(cfg.path or "").stem or cfg.source
-    source = source.replace("*", "") or cfg.source
-    if cfg.source == "jsonl":
-        return read_jsonl(paths, cfg.text_field, cfg.id_field, source)
-    if cfg.source == "parquet":
-        return read_parquet(paths, cfg.text_field, cfg.id_field, source)
-    return read_text(paths, cfg.separator, source)
+    return SOURCES[cfg.source].read(cfg, seed, progress)
 
 
 class _PartWriter:
@@ -133,7 +113,7 @@ class _PartWriter:
 
 
 def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
-    writer = _PartWriter(ctx.out_dir, cfg.docs_per_part, labelled=cfg.source == "toy")
+    writer = _PartWriter(ctx.out_dir, cfg.docs_per_part, SOURCES[cfg.source].labelled)
     dropped: Counter[str] = Counter()
     examples: list[str] = []
     per_source: Counter[str] = Counter()

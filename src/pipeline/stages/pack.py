@@ -18,7 +18,8 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from pipeline.errors import DataError, RecipeError
+from pipeline.config import bounded
+from pipeline.errors import DataError
 from pipeline.io import atomic_write_json, part_name, read_table, save_npy, write_table
 from pipeline.io import group_parts as io_group_parts
 from pipeline.packing import (
@@ -29,7 +30,6 @@ from pipeline.packing import (
     pack_concat,
     pack_naive,
 )
-from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 
 
@@ -88,12 +88,8 @@ def group_parts(paths: list[Path]) -> list[tuple[Path, Path]]:
     return [(g["tokens.npy"], g["docs.parquet"]) for g in io_group_parts(paths, kinds, "tokenize")]
 
 
-def read_meta(tokenize_dir: Path | None) -> dict[str, Any]:
-    path = (tokenize_dir or Path("tokenize")) / "meta.json"
-    if not path.is_file():
-        raise DataError(
-            str(path), "missing: pack needs tokenize's meta.json (eos_id, pad_id, dtype)"
-        )
+def read_meta(path: Path) -> dict[str, Any]:
+    """tokenize's meta.json: eos_id, pad_id, dtype (+ vocab and tokenizer facts passed on)."""
     meta = json.loads(path.read_text(encoding="utf-8"))
     for key in ("eos_id", "dtype"):
         if key not in meta:
@@ -214,12 +210,9 @@ def _read_inputs(ctx: StageContext, pairs: list[tuple[Path, Path]], dtype: str):
 
 
 def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
-    if ctx.upstream != "tokenize":
-        raise RecipeError(
-            "pack", f"needs the tokenize stage right before it, got upstream {ctx.upstream!r}"
-        )
-    meta = read_meta(ctx.stage_dir("tokenize"))
-    pairs = group_parts(ctx.input_parts)
+    tokenize = ctx.inputs["tokenize"]
+    meta = read_meta(tokenize.file("meta.json"))
+    pairs = group_parts(tokenize.parts)
     lengths, codes, names, doc_part, doc_start = _read_inputs(ctx, pairs, meta["dtype"])
     items, bin_source, num_bins, docs_split, concat_split = _pack_all(
         cfg, lengths, codes, names, ctx.seed
@@ -301,4 +294,4 @@ def _stats(
     return stats
 
 
-STAGE = Stage("pack", PackConfig, run, version="1")
+STAGE = Stage("pack", PackConfig, run, version="1", needs=("tokenize",))

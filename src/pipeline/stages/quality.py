@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import (
     atomic_write_bytes,
@@ -37,7 +38,6 @@ from pipeline.quality.features import (
     vstack,
 )
 from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc, train
-from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 
 MODEL_FILE = "model.npz"
@@ -289,10 +289,10 @@ def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[list[str], 
         texts += seed_texts
         labels.append(seed_y)
         counts["seed_set_docs"] = len(seed_texts)
-    clean_dir = ctx.stage_dir("clean") if "clean" in ctx.recipe.stages else None
-    if cfg.clean_rejects_as_bad and clean_dir is not None:
+    clean = ctx.inputs.get("clean")  # present when the run has a clean stage
+    if cfg.clean_rejects_as_bad and clean is not None:
         cap, rejects = cfg.max_train_docs // 2, []
-        for part in sorted((clean_dir / "rejected").glob("part-*.parquet")):
+        for part in clean.under("rejected"):
             col = read_table(part, columns=["text"]).column("text").to_pylist()
             rejects += [t for t in col if t[: cfg.max_chars].split()][: cap - len(rejects)]
         texts += rejects
@@ -421,4 +421,5 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats_out)
 
 
-STAGE = Stage("quality", QualityConfig, run, version="1")
+# clean's rejects join the bad class when the run has a clean stage (clean_rejects_as_bad)
+STAGE = Stage("quality", QualityConfig, run, version="1", needs=("download",), uses=("clean",))

@@ -15,21 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.errors import DataError, RecipeError
+from pipeline.config import bounded
+from pipeline.errors import RecipeError
 from pipeline.io import atomic_write_json, read_table, sha256_file
 from pipeline.io import group_parts as io_group_parts
-from pipeline.recipe import bounded
-from pipeline.shuffle import (
-    FORMAT_VERSION,
-    METADATA_NAME,
-    ShuffleQuality,
-    save_npz,
-    shard_name,
-    shard_sizes,
-)
+from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, save_npz, shard_name, shard_sizes
+from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
-
-FIELDS = ("input_ids", "segment_ids")
 
 
 @dataclass(frozen=True)
@@ -172,11 +164,9 @@ def target_total(cfg: ShardConfig, n: int) -> int:
 
 def _read_inputs(ctx: StageContext):
     """pack's meta.json, parts, and per sequence: source, part index, row inside the part."""
-    meta_path = (ctx.stage_dir("pack") or Path("pack")) / "meta.json"
-    if not meta_path.is_file():
-        raise DataError(str(meta_path), "missing: shard needs pack's meta.json")
-    pack_meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    parts = group_parts(ctx.input_parts)
+    pack = ctx.inputs["pack"]
+    pack_meta = json.loads(pack.file("meta.json").read_text(encoding="utf-8"))
+    parts = group_parts(pack.parts)
     tables = [read_table(p["seqs"], columns=["source"]) for p in parts]
     sources = np.array([s for t in tables for s in t.column("source").to_pylist()], dtype=object)
     part_of = np.repeat(np.arange(len(parts)), [t.num_rows for t in tables])
@@ -185,29 +175,25 @@ def _read_inputs(ctx: StageContext):
 
 
 def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
-    if ctx.upstream != "pack":
-        raise RecipeError("shard", f"needs the pack stage right before it, got {ctx.upstream!r}")
     pack_meta, parts, sources, part_of, row_of = _read_inputs(ctx)
     n = len(sources)
     n_target = target_total(cfg, n)
     available = {s: int((sources == s).sum()) for s in sorted(set(sources.tolist()))}
     counts = target_counts(available, n_target, cfg.source_weights)
-    rng = np.random.default_rng(ctx.recipe_seed)
+    rng = np.random.default_rng(ctx.seed)
     train, evals = split_eval(select(sources, counts, rng), cfg.eval_fraction, rng)
-    perm_seed = ctx.recipe_seed + 1
+    perm_seed = ctx.seed + 1
     train_order = train[np.random.default_rng(perm_seed).permutation(len(train))]
     str_parts = [{k: str(v) for k, v in p.items()} for p in parts]
     outputs, stats = [], {}
     for sub, order, shuffled in (("train", train_order, True), ("eval", evals, False)):
         written = _write_split(ctx, sub, order, cfg, str_parts, part_of, row_of)
-        meta = _metadata(
-            pack_meta, cfg, written, shuffled, perm_seed, ctx.recipe_seed, sources, order
-        )
+        meta = _metadata(pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, sources, order)
         atomic_write_json(ctx.out_dir / sub / METADATA_NAME, meta)
         outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
         stats[f"sequences_{sub}"] = len(order)
         stats[f"num_shards_{sub}"] = len(written)
-    quality = _quality(train, train_order, part_of, len(parts), cfg.shard_size)
+    shuffle = _shuffle_stats(train, train_order, part_of, len(parts), cfg.shard_size)
     stats.update(
         {
             "sequences_in": n,
@@ -215,21 +201,21 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
             "sequences_not_selected": n - len(train) - len(evals),
             "tokens_train": int(pack_meta["seq_len"]) * len(train),
             "sequences_per_source": counts,
-            "subsample_seed": ctx.recipe_seed,
+            "subsample_seed": ctx.seed,
             "permutation_seed": perm_seed,
-            **{f"shuffle_{k}": v for k, v in quality.items()},
+            **{f"shuffle_{k}": v for k, v in shuffle.items()},
         }
     )
     return StageResult(outputs=outputs, stats=stats)
 
 
-def _quality(
+def _shuffle_stats(
     train: np.ndarray, train_order: np.ndarray, part_of: np.ndarray, num_parts: int, shard_size: int
 ) -> dict[str, float]:
-    """Shuffle quality of the train order, shard by shard, with pack parts as source shards."""
+    """How shuffled the train order is, shard by shard, with pack parts as source shards."""
     rank = np.empty(int(train.max()) + 1 if len(train) else 0, np.int64)
     rank[train] = np.arange(len(train))  # original position among the train sequences
-    q = ShuffleQuality(np.bincount(part_of[train], minlength=num_parts))
+    q = ShuffleStats(np.bincount(part_of[train], minlength=num_parts))
     for a in range(0, len(train_order), shard_size):
         chunk = train_order[a : a + shard_size]
         q.add(part_of[chunk], rank[chunk])
@@ -275,4 +261,4 @@ def _metadata(
     }
 
 
-STAGE = Stage("shard", ShardConfig, run, version="1")
+STAGE = Stage("shard", ShardConfig, run, version="1", needs=("pack",), seed_scope="recipe")

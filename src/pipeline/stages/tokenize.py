@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import (
     atomic_write_json,
@@ -30,7 +31,6 @@ from pipeline.io import (
     write_rejected,
     write_table,
 )
-from pipeline.recipe import bounded
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.tokenizer import hf
 from pipeline.tokenizer.bpe import BATCH_CHARS, DEFAULT_SPECIALS, EOS, PAD, Tokenizer
@@ -334,4 +334,4 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats)
 
 
-STAGE = Stage("tokenize", TokenizeConfig, run, version="1")
+STAGE = Stage("tokenize", TokenizeConfig, run, version="1", needs=("download",))

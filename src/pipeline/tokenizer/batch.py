@@ -18,12 +18,12 @@ from operator import and_, getitem, ne, or_
 
 import numpy as np
 
+from pipeline.hashing import GOLDEN64
 from pipeline.tokenizer.pretokenize import TAIL
 
 NO_RANK = (1 << 31) - 1  # rank of a pair that is not a merge (above every real rank)
 _NO_KEY = NO_RANK << 32
 _LOW32 = (1 << 32) - 1
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
 FEW = 256  # fewer unfinished pieces than this: the rest are finished in Python
 # bytes; a shorter piece takes the O(n^2) list loop (one at a time) or bpe_many's rounds
 # (which would be O(n^2) for long ones too), a longer one the heap path
@@ -54,7 +54,7 @@ class PairRanks:
         self._byte_pairs: np.ndarray | None = None  # for the one byte_ids a tokenizer has
 
     def _home(self, key: np.ndarray) -> np.ndarray:
-        h = key.view(np.uint64) * _MIX
+        h = key.view(np.uint64) * GOLDEN64
         h >>= self.shift
         return h.view(np.int64)
 

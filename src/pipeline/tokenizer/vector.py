@@ -17,15 +17,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pipeline.hashing import GOLDEN64, span_hashes
 from pipeline.tokenizer.batch import gather_runs
 from pipeline.tokenizer.pretokenize import WHITESPACE
 
 _WS = np.zeros(0x3002, bool)  # WHITESPACE's code points lie below U+3001; [0x3001] stays False
 for _part in re.findall(r".-.|.", WHITESPACE):
     _WS[ord(_part[0]) : ord(_part[-1]) + 1] = True
-_P = np.uint64(0x100000001B3)  # odd: invertible mod 2^64
-_P_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
-_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 class HashMismatch(Exception):
@@ -61,31 +59,11 @@ def chunk_starts(cp: np.ndarray, doc_start: np.ndarray, doc_end: np.ndarray) -> 
     return np.flatnonzero(starts)
 
 
-_POWERS: list[np.ndarray] = []
-
-
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """P^i and P^-i mod 2^64 for i < n (at least), kept for the next group."""
-    if not _POWERS or len(_POWERS[0]) < n:
-        size = max(n, 1 << 20)
-        powers = np.full(size, _P, np.uint64)
-        powers[0] = 1
-        inverse = np.full(size, _P_INV, np.uint64)
-        inverse[0] = 1
-        _POWERS[:] = [np.cumprod(powers), np.cumprod(inverse)]
-    return _POWERS[0], _POWERS[1]
-
-
 def chunk_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """64-bit hash of each chunk cp[starts[k]:ends[k]] (never 0: 0 marks an empty slot)."""
-    powers, inverse = _powers(len(cp))
-    prefix = np.cumsum(cp.astype(np.uint64) * powers[: len(cp)])
-    total = prefix[ends - 1].copy()
-    inner = starts > 0
-    total[inner] -= prefix[starts[inner] - 1]
-    h = total * inverse[starts]  # sum of cp[j] * P^(j - start): position-free
-    h ^= (ends - starts).astype(np.uint64) * _MIX
-    h *= _MIX
+    h = span_hashes(cp, starts, ends)  # sum of cp[j] * P^(j - start): position-free
+    h ^= (ends - starts).astype(np.uint64) * GOLDEN64
+    h *= GOLDEN64
     h ^= h >> np.uint64(29)
     h[h == 0] = 1
     return h
@@ -131,7 +109,7 @@ class ChunkStore:
 
     def _home(self, h: np.ndarray) -> np.ndarray:
         bits = len(self.keys).bit_length() - 1
-        return ((h * _MIX) >> np.uint64(64 - bits)).astype(np.int64)
+        return ((h * GOLDEN64) >> np.uint64(64 - bits)).astype(np.int64)
 
     def lookup(self, h: np.ndarray) -> np.ndarray:
         """Entry of each hash, -1 where absent."""

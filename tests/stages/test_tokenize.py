@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import make_recipe, run_stages
+from helpers import make_recipe, run_stages
 from pipeline.errors import DataError, RecipeError
 from pipeline.stages.tokenize import train_quota
 from pipeline.tokenizer import load

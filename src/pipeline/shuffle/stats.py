@@ -1,11 +1,14 @@
-"""Shuffle-quality statistics streamed over output shards (shard stage, `pipeline shuffle`)."""
+"""How well an order is shuffled, streamed over output shards (shard stage, `pipeline shuffle`).
+
+Not to be confused with document quality (pipeline.quality): these only measure an order.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-class ShuffleQuality:
+class ShuffleStats:
     """Streaming shuffle statistics over output shards added in order.
 
     spearman: rank correlation of output vs original position (0 = no trace of the input order).

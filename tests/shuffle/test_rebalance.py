@@ -15,7 +15,8 @@ import pipeline.shuffle.rebalance as shuffle_mod
 from pipeline.cli import main
 from pipeline.errors import DataError
 from pipeline.io import sha256_file
-from pipeline.shuffle import ShuffleQuality, apportion, npz_member, shuffle_shards
+from pipeline.shards import npz_member
+from pipeline.shuffle import ShuffleStats, apportion, shuffle_shards
 
 SEQ = 6
 
@@ -98,9 +99,9 @@ def test_deterministic_and_seeded(tmp_path):
     assert "seq_len" in meta and meta["version"] == 1
 
 
-def test_shuffle_quality_is_good_on_many_rows(tmp_path):
+def test_shuffle_stats_are_good_on_many_rows(tmp_path):
     make_shards(tmp_path / "in", [2000, 100, 900, 1000])
-    q = shuffle_shards(tmp_path / "in", tmp_path / "out", 500, 0)["shuffle_quality"]
+    q = shuffle_shards(tmp_path / "in", tmp_path / "out", 500, 0)["shuffle_stats"]
     assert abs(q["spearman"]) < 0.05
     assert 0.8 < q["same_source_ratio"] < 1.2
     assert q["max_share_deviation_samples"] <= 1.0
@@ -190,11 +191,11 @@ def test_apportion_takes_every_row_once_proportionally(rows, shard_size):
 
 def test_quality_worked_example():
     """Identity order from one source: spearman 1, every neighbour same source (ratio 1/1)."""
-    q = ShuffleQuality(np.array([4]))
+    q = ShuffleStats(np.array([4]))
     q.add(np.zeros(4, np.int64), np.arange(4))
     r = q.result()
     assert r["spearman"] == 1.0 and r["same_source_ratio"] == 1.0
-    q = ShuffleQuality(np.array([2, 2]))
+    q = ShuffleStats(np.array([2, 2]))
     q.add(np.array([0, 0]), np.array([3, 2]))  # reversed order: spearman -1
     q.add(np.array([1, 1]), np.array([1, 0]))
     r = q.result()

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
+from helpers import fake_tokenize, make_ctx, run_pack
 from pipeline.errors import RecipeError
 from pipeline.io import sha256_file
 from pipeline.recipe import build_config
-from pipeline.shuffle import npz_member
+from pipeline.shards import npz_member
 from pipeline.stages.shard import ShardConfig, select, split_eval, target_counts
 from pipeline.stages.shard import run as shard_run
-from test_pack import fake_tokenize, make_ctx, run_pack
 
 
 def packed_run(tmp_path, sources=("web",), n_docs=120, seq_len=32):
@@ -25,8 +25,7 @@ def packed_run(tmp_path, sources=("web",), n_docs=120, seq_len=32):
 
 
 def run_shard(run_dir, cfg, workers=1, recipe_seed=5):
-    inputs = sorted((run_dir / "pack").glob("part-*"))
-    ctx = make_ctx(run_dir, "shard", inputs, "pack", workers, recipe_seed=recipe_seed)
+    ctx = make_ctx(run_dir, "shard", "pack", workers, seed=recipe_seed)  # seed_scope="recipe"
     try:
         res = shard_run(build_config(ShardConfig, cfg, "shard"), ctx)
     finally:
@@ -134,15 +133,9 @@ def test_recipe_errors():
         build_config(ShardConfig, {"source_weights": {"a": -1}}, "shard")
 
 
-def test_shard_needs_pack_upstream(tmp_path):
-    ctx = make_ctx(tmp_path, "shard", [], "tokenize")
-    with pytest.raises(RecipeError, match="needs the pack stage"):
-        shard_run(ShardConfig(), ctx)
-
-
 def test_recipe_end_to_end_through_tokenize(tmp_path):
     """download -> tokenize -> pack -> shard via the runner; workers 1 and 2 give the same bytes."""
-    from conftest import run_stages
+    from helpers import run_stages
     from pipeline.manifest import Manifest
 
     stages = {
@@ -194,5 +187,5 @@ def test_bad_pack_output_raises(tmp_path):
     with pytest.raises(DataError, match="part-00000.segment_ids: missing from pack's output"):
         run_shard(run_dir, {})
     (run_dir / "pack" / "meta.json").unlink()
-    with pytest.raises(DataError, match="meta.json: missing: shard needs pack's meta.json"):
+    with pytest.raises(DataError, match="meta.json: missing from the pack stage's output"):
         run_shard(run_dir, {})

@@ -8,7 +8,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import make_recipe, run_stages
+from helpers import make_recipe, run_stages
 from pipeline.errors import DataError, RecipeError
 from pipeline.inspect import inspect_rejected
 from pipeline.manifest import Manifest

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_stages
+from helpers import run_stages
 from pipeline.errors import DataError
 from pipeline.io import read_table
 from pipeline.manifest import Manifest

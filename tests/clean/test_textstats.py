@@ -1,4 +1,4 @@
-"""clean's pure core: normalisation, statistics against reference ports, scripts, bad input."""
+"""clean.textstats: statistics against reference ports, scripts, bad input, long documents."""
 
 from __future__ import annotations
 
@@ -9,51 +9,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.clean.normalize import NormalizeOptions, normalize_text
-from pipeline.clean.rules import RULE_NAMES, attribution, evaluate
+from pipeline.clean.rules import RULE_NAMES
 from pipeline.clean.textstats import SCRIPTS, STAT_INDEX, doc_stats
 from pipeline.stages.clean import CleanConfig, clean_texts
-
-ALL_ON = NormalizeOptions()
 
 
 def stat(text: str, name: str) -> float:
     return float(doc_stats(text)[STAT_INDEX[name]])
-
-
-def test_normalize_worked_example():
-    """NFKC maps the ligature and full-width letters, HTML goes, entities unescape, NUL and
-    other controls vanish, space runs fold, the paragraph break survives as one blank line."""
-    raw = (
-        "<p>The \ufb01rst &amp; \uff21\uff22\uff23</p>\x00\r\n<div>tab\there  "
-        "<b>bold</b></div>\n\n\n\nnext\u200b para\x07"
-    )
-    text, counts = normalize_text(raw, ALL_ON)
-    assert text == "The first & ABC\n\ntab here bold\n\nnext\u200b para"
-    assert counts[:3] == [1, 1, 1]
-
-
-def test_normalize_switches_off_and_keeps_non_html():
-    off = NormalizeOptions(False, False, False, False, False)
-    raw = "<p>x</p>  \ufb01"
-    assert normalize_text(raw, off)[0] == raw
-    # angle brackets that are not known tags are prose or code, not HTML
-    text, _ = normalize_text("if a < b and c > d then <T> wins", ALL_ON)
-    assert text == "if a < b and c > d then <T> wins"
-
-
-def test_boilerplate_lines_removed_c4():
-    raw = "Good line one here.\nThis site uses cookies, see our Cookie Policy.\nEnable JavaScript."
-    text, counts = normalize_text(raw, ALL_ON)
-    assert text == "Good line one here."
-    assert counts[3] == 2
-
-
-def test_lone_surrogates_and_nul_removed():
-    text, counts = normalize_text("ok\ud800 text\x00 here\udfff", ALL_ON)
-    assert text == "ok text here"
-    assert counts[0] == 1
-    text.encode("utf-8")  # writable
 
 
 def _ref_dup_ngram_chars(words: list[str], n: int) -> int:
@@ -122,6 +84,8 @@ ZH = [
     "他每天坚持跑步半个小时，身体比以前健康多了。",
     "周末我们打算去海边度假，顺便看看日出和日落。",
 ]
+
+
 RU = [
     "Утром мы вышли из дома и пошли к реке, что текла за старым садом.",
     "Он долго смотрел на небо и думал о том, как быстро прошло лето.",
@@ -183,25 +147,6 @@ def test_too_long_document_gets_cheap_stats_only():
     batch = clean_texts([text], cfg)
     reasons = {RULE_NAMES[j] for j in np.flatnonzero(batch.fails[0])}
     assert "max_chars_v1" in reasons and "c4_lorem_ipsum_v1" not in reasons
-
-
-def test_attribution_first_all_alone():
-    """Doc 0 fails rules 1 and 2 (first=1); doc 1 fails only 2 (alone); doc 2 passes."""
-    fails = np.zeros((3, len(RULE_NAMES)), bool)
-    fails[0, [1, 2]] = True
-    fails[1, 2] = True
-    att = attribution(fails)
-    assert att["first"][1] == 1 and att["first"][2] == 1 and att["first"].sum() == 2
-    assert att["all"][2] == 2 and att["all"][1] == 1
-    assert att["alone"][2] == 1 and att["alone"][1] == 0
-
-
-def test_null_threshold_turns_a_rule_off():
-    short = "Just a short sentence with the words of a tiny document."
-    on = evaluate(np.array([doc_stats(short)]), CleanConfig())
-    off = evaluate(np.array([doc_stats(short)]), CleanConfig(min_words=None))
-    j = RULE_NAMES.index("gopher_min_words_v1")
-    assert on[0, j] and not off[0, j]
 
 
 def test_chinese_page_quoting_english_terms_stays_cjk():

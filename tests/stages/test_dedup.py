@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import make_recipe, run_stages
+from helpers import make_recipe, run_stages
 from pipeline.cli import main
 from pipeline.errors import DataError, RecipeError
 from pipeline.executor import Executor
 from pipeline.inspect import inspect_cluster
 from pipeline.io import docs_table, read_table, write_table
-from pipeline.stage import StageContext
+from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.dedup import DedupConfig, run
 
 WORDS = (
@@ -44,11 +44,9 @@ def _run_parts(tmp_path: Path, parts: list[pa.Table], workers: int = 1, **cfg):
             run_dir=tmp_path,
             out_dir=out,
             seed=11,
-            recipe_seed=1,
-            input_parts=paths,
+            inputs={"download": StageInputs.from_dir("download", tmp_path / "in")},
             upstream="download",
             executor=ex,
-            recipe=None,
             progress=False,
         )
         res = run(DedupConfig(**cfg), ctx)

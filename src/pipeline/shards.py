@@ -1,6 +1,7 @@
-""".npz shard files: memory-map an array inside an uncompressed .npz, write one atomically with
-deterministic bytes, read field headers; shard names and sizes. Shared by the shard stage and
-`pipeline shuffle`; nothing here decides what goes into a shard.
+"""The token shard file format, in one place: uncompressed .npz shards (`input_ids`,
+`segment_ids` [n, seq_len]) named shard_NNNNNN.npz beside a metadata.json. Memory-map a member in
+place, write a shard atomically with deterministic bytes, read field headers; shard names and
+sizes. Shared by the shard stage, `pipeline shuffle` and readers; decides nothing about content.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pipeline.errors import DataError
 
 METADATA_NAME = "metadata.json"
 FORMAT_VERSION = 1
-COPY_BYTES = 4 << 20  # copy block of both phases: the scratch memory beside field / shard
+FIELDS = ("input_ids", "segment_ids")  # the arrays of a shard the shard stage writes, in order
 WRITE_BYTES = 16 << 20  # write slice
 
 

@@ -1,8 +1,6 @@
-"""dedup algorithms: S-curve arithmetic, union-find, Bloom filter, MinHash vs datasketch."""
+"""dedup.minhash: signatures vs datasketch, the simplify rule, word and shingle hashes."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
@@ -10,116 +8,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.dedup import minhash
-from pipeline.dedup.bloom import BloomFilter, bloom_size
-from pipeline.dedup.cluster import exact_first
-from pipeline.dedup.lsh import band_edges, fp_fn_areas, optimal_bands, s_curve
 from pipeline.dedup.minhash import estimate_jaccard, minhash_texts, simplify
-from pipeline.dedup.unionfind import UnionFind, components
-
-
-def test_s_curve_values():
-    """P = 1 - (1 - s^r)^b: s=0.8, b=9, r=13 -> 0.8^13 = 0.054976, 1 - 0.945024^9 = 0.39884."""
-    assert s_curve(0.8, 9, 13) == pytest.approx(0.39884, abs=1e-5)
-    assert s_curve(0.0, 5, 5) == 0.0 and s_curve(1.0, 5, 5) == 1.0
-
-
-def test_fp_fn_areas_closed_form():
-    """b = r = 1: P(s) = s, so FP = t^2 / 2 and FN = (1 - t)^2 / 2."""
-    fp, fn = fp_fn_areas(0.6, 1, 1)
-    assert fp == pytest.approx(0.18, abs=1e-6) and fn == pytest.approx(0.08, abs=1e-6)
-
-
-@pytest.mark.parametrize(
-    ("threshold", "num_perm", "expected"),
-    [(0.9, 128, (5, 25)), (0.8, 128, (9, 13)), (0.5, 128, (25, 5)), (0.8, 256, (17, 15))],
-)
-def test_optimal_bands_match_datasketch(threshold, num_perm, expected):
-    """Equal weights reproduce datasketch's _optimal_param (values from anchors-pipeline.md)."""
-    assert optimal_bands(threshold, num_perm, 0.5) == expected
-
-
-def test_fn_weight_moves_the_curve_left():
-    b5, r5 = optimal_bands(0.8, 128, 0.5)
-    b9, r9 = optimal_bands(0.8, 128, 0.9)
-    assert b9 * r9 <= 128 and s_curve(0.8, b9, r9) > s_curve(0.8, b5, r5) + 0.3
-
-
-def _reference_components(n: int, edges: list[tuple[int, int]]) -> list[int]:
-    adj: dict[int, set[int]] = {i: set() for i in range(n)}
-    for a, b in edges:
-        adj[a].add(b)
-        adj[b].add(a)
-    label = [-1] * n
-    for s in range(n):
-        if label[s] < 0:
-            stack, comp = [s], []
-            label[s] = s
-            while stack:
-                x = stack.pop()
-                comp.append(x)
-                for y in adj[x]:
-                    if label[y] < 0:
-                        label[y] = s
-                        stack.append(y)
-    return label
-
-
-def test_components_match_reference_and_ignore_edge_order():
-    rng = np.random.default_rng(0)
-    for _ in range(20):
-        n = int(rng.integers(1, 60))
-        edges = rng.integers(0, n, size=(int(rng.integers(0, 50)), 2))
-        want = _reference_components(n, [tuple(e) for e in edges.tolist()])
-        assert components(n, edges).tolist() == want
-        shuffled = edges[rng.permutation(len(edges))][:, ::-1]
-        assert components(n, np.ascontiguousarray(shuffled)).tolist() == want
-
-
-def test_union_find_by_size_and_compression():
-    uf = UnionFind(6)
-    uf.union(0, 1)
-    uf.union(2, 3)
-    uf.union(3, 4)  # {2,3,4} is larger: it absorbs {0,1}
-    root = uf.union(1, 4)
-    assert root == uf.find(2) and uf.size[root] == 5
-    uf.find(0)
-    assert uf.parent[0] == root  # path compressed
-    assert uf.find(5) == 5 and uf.size[5] == 1
-
-
-def test_band_edges_star_per_bucket():
-    """Buckets {0,2,5} and {1,4}: edges link each member to its bucket's lowest index."""
-    keys = np.array([5, 3, 5, 7, 3, 5, 9], np.uint64)
-    assert sorted(map(tuple, band_edges(keys).tolist())) == [(0, 2), (0, 5), (1, 4)]
-
-
-def test_exact_first_occurrence():
-    keys = np.array([[1, 2], [3, 4], [1, 2], [1, 3], [3, 4]], np.uint64)
-    assert exact_first(keys).tolist() == [0, 1, 0, 3, 1]
-
-
-def test_bloom_false_positive_rate_on_100k_keys():
-    """m = -n ln p / ln(2)^2 = 958,506 bits and k = 7 for n = 100k, p = 1%; the measured rate on
-    100k fresh keys stays within 1.5x the target, and inserted keys are always found."""
-    n, p = 100_000, 0.01
-    bits, k = bloom_size(n, p)
-    assert bits == math.ceil(-n * math.log(p) / math.log(2) ** 2) and k == 7
-    rng = np.random.default_rng(1)
-    keys = rng.integers(0, 2**64, size=(2 * n, 2), dtype=np.uint64)
-    bloom = BloomFilter(bits, k)
-    bloom.add(keys[:n])
-    assert bloom.contains(keys[:n]).all()
-    fp = bloom.contains(keys[n:]).mean()
-    assert fp <= 1.5 * p
-    assert bloom.fp_estimate() == pytest.approx(fp, rel=0.3)
-    assert bloom.fp_expected() == pytest.approx(p, rel=0.1)
-
-
-def test_bloom_add_new_marks_repeats_in_a_batch():
-    bloom = BloomFilter(*bloom_size(100, 1e-6))
-    keys = np.array([[1, 1], [2, 2], [1, 1]], np.uint64)
-    assert bloom.add_new(keys).tolist() == [False, False, True]
-    assert bloom.add_new(keys[:1]).tolist() == [True]
+from pipeline.hashing import mix64
 
 
 def test_signature_is_independent_of_batch_and_order():
@@ -258,7 +148,7 @@ def test_shingle_hashes_match_the_formula():
 
     def sh(ws):
         acc = sum(int(w) * int(m) for w, m in zip(ws, mult, strict=False)) % 2**64
-        return int(minhash._mix64(np.array([acc], np.uint64))[0])
+        return int(mix64(np.array([acc], np.uint64))[0])
 
     w = words.tolist()
     want = [sh(w[0:3]), sh(w[1:4]), sh(w[4:6]), sh(w[6:9])]

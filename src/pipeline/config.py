@@ -1,0 +1,156 @@
+"""Typed configuration: frozen dataclasses built from plain mappings, validated key by key.
+
+`bounded` declares a numeric field's range; `build_config` converts a mapping into a config
+dataclass (types, ranges, unknown keys with the closest valid one, then the class's `validate`);
+`config_hash` fingerprints a config. Knows nothing of stages or recipes: every stage module and
+recipe.py import it, so it imports nothing of the pipeline but errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import types
+import typing
+from dataclasses import field
+from typing import Any, Literal
+
+from pipeline.errors import RecipeError
+
+
+def bounded(
+    default: Any,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> Any:
+    """A dataclass field whose numeric value must lie in the given range (None passes)."""
+    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "lt": lt})
+
+
+def config_hash(cfg: Any) -> str:
+    """Stable hash of a config dataclass (its fields as sorted JSON)."""
+    blob = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is dict:
+        k, v = typing.get_args(tp)
+        return f"a mapping of {_type_name(k)} to {_type_name(v)}"
+    if tp is type(None):
+        return "null"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    """Check `value` against the annotation `tp`; returns the (possibly coerced) value."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return build_config(tp, value, path)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(value, arg, path)
+            except RecipeError:
+                continue
+        raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value in choices:
+            return value
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        raise RecipeError(
+            path, f"got {value!r}, expected {_type_name(tp)}", close[0] if close else None
+        )
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+        return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        kt, vt = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+        return {_convert(k, kt, path): _convert(v, vt, f"{path}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            return int(value)  # 1e6 in YAML is a float
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # `--set x.name=2024` arrives as an int
+    raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+
+
+def _check_range(value: Any, meta: Any, path: str) -> None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    ge, gt, le, lt = (meta.get(k) for k in ("ge", "gt", "le", "lt"))
+    lo = f"[{ge}" if ge is not None else (f"({gt}" if gt is not None else "(-inf")
+    hi = f"{le}]" if le is not None else (f"{lt})" if lt is not None else "inf)")
+    bad = (
+        (ge is not None and value < ge)
+        or (gt is not None and value <= gt)
+        or (le is not None and value > le)
+        or (lt is not None and value >= lt)
+    )
+    if bad:
+        raise RecipeError(path, f"must be in {lo}, {hi}, got {value!r}")
+
+
+def build_config(cls: type, raw: Any, path: str) -> Any:
+    """Build the frozen dataclass `cls` from a mapping, validating every key."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RecipeError(path, f"got {raw!r}, expected a mapping of keys")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for key in raw:
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
+            where = f"{path}.{key}" if path else str(key)
+            raise RecipeError(where, "unknown key", close[0] if close else None)
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in raw:
+            continue
+        where = f"{path}.{name}" if path else name
+        value = _convert(raw[name], hints[name], where)
+        _check_range(value, f.metadata, where)
+        kwargs[name] = value
+    cfg = cls(**kwargs)
+    validate = getattr(cfg, "validate", None)
+    if callable(validate):
+        validate(path)
+    return cfg

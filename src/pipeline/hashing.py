@@ -1,0 +1,51 @@
+"""The hash helpers every core shares: the golden-ratio multiplier, the splitmix64 finaliser and
+polynomial hashes of code-point spans (prefix sums over powers of an odd base, mod 2^64).
+
+All arithmetic is on uint64 numpy arrays and wraps mod 2^64 by design. Nothing here is seeded:
+callers that need seeded hashes add their own seeded keys (dedup.minhash, quality.features).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+GOLDEN64 = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd: Fibonacci hashing
+POLY_BASE = np.uint64(0x100000001B3)  # FNV-1 64-bit prime; odd, so invertible mod 2^64
+POLY_BASE_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
+
+_POWERS: list[np.ndarray] = []  # [B^i, B^-i] for i < len, grown geometrically, shared
+
+
+def mix64(x: np.ndarray, inplace: bool = False) -> np.ndarray:
+    """splitmix64 finaliser of a uint64 array: every input bit spreads over the whole word."""
+    if not inplace:
+        x = x.copy()
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def poly_powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(B^i, B^-i) mod 2^64 as uint64 arrays holding at least i = 0..n; cached and shared, so
+    read-only for callers."""
+    if not _POWERS or len(_POWERS[0]) <= n:
+        size = max(n + 1, 2 * len(_POWERS[0]) if _POWERS else 0, 4096)
+        powers = np.full(size, POLY_BASE, np.uint64)
+        powers[0] = 1
+        inverse = np.full(size, POLY_BASE_INV, np.uint64)
+        inverse[0] = 1
+        _POWERS[:] = [np.cumprod(powers), np.cumprod(inverse)]
+    return _POWERS[0], _POWERS[1]
+
+
+def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """uint64 [k]: Σ cp[j] * B^(j - starts[i]) over j in [starts[i], ends[i]) for each span of
+    the code points `cp`: the same span content hashes the same wherever it sits."""
+    n = len(cp)
+    pw, inv = poly_powers(n)
+    prefix = np.zeros(n + 1, np.uint64)
+    np.cumsum(cp.astype(np.uint64) * pw[:n], dtype=np.uint64, out=prefix[1:])
+    return (prefix[ends] - prefix[starts]) * inv[starts]

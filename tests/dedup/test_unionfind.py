@@ -1,0 +1,50 @@
+"""dedup.unionfind: components against a reference, union by size with path compression."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.dedup.unionfind import UnionFind, components
+
+
+def _reference_components(n: int, edges: list[tuple[int, int]]) -> list[int]:
+    adj: dict[int, set[int]] = {i: set() for i in range(n)}
+    for a, b in edges:
+        adj[a].add(b)
+        adj[b].add(a)
+    label = [-1] * n
+    for s in range(n):
+        if label[s] < 0:
+            stack, comp = [s], []
+            label[s] = s
+            while stack:
+                x = stack.pop()
+                comp.append(x)
+                for y in adj[x]:
+                    if label[y] < 0:
+                        label[y] = s
+                        stack.append(y)
+    return label
+
+
+def test_components_match_reference_and_ignore_edge_order():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(rng.integers(1, 60))
+        edges = rng.integers(0, n, size=(int(rng.integers(0, 50)), 2))
+        want = _reference_components(n, [tuple(e) for e in edges.tolist()])
+        assert components(n, edges).tolist() == want
+        shuffled = edges[rng.permutation(len(edges))][:, ::-1]
+        assert components(n, np.ascontiguousarray(shuffled)).tolist() == want
+
+
+def test_union_find_by_size_and_compression():
+    uf = UnionFind(6)
+    uf.union(0, 1)
+    uf.union(2, 3)
+    uf.union(3, 4)  # {2,3,4} is larger: it absorbs {0,1}
+    root = uf.union(1, 4)
+    assert root == uf.find(2) and uf.size[root] == 5
+    uf.find(0)
+    assert uf.parent[0] == root  # path compressed
+    assert uf.find(5) == 5 and uf.size[5] == 1

@@ -1,0 +1,37 @@
+"""pipeline.config: typed conversion, ranges, unknown keys, and config_hash."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from pipeline.config import bounded, build_config, config_hash
+from pipeline.errors import RecipeError
+
+
+@dataclass(frozen=True)
+class Example:
+    size: int = bounded(4, ge=1)  # a count
+    share: float | None = bounded(None, gt=0.0, le=1.0)  # a fraction
+    kind: Literal["a", "b"] = "a"  # a choice
+
+
+def test_build_config_converts_and_checks_every_key():
+    cfg = build_config(Example, {"size": 2.0, "share": 1, "kind": "b"}, "ex")
+    assert cfg == Example(2, 1.0, "b") and isinstance(cfg.size, int)
+    with pytest.raises(RecipeError, match=r"ex\.size: must be in \[1, inf\), got 0"):
+        build_config(Example, {"size": 0}, "ex")
+    with pytest.raises(RecipeError, match=r"ex\.share: must be in \(0\.0, 1\.0\]"):
+        build_config(Example, {"share": 0.0}, "ex")
+    with pytest.raises(RecipeError, match=r"ex\.sise: unknown key \(did you mean 'size'\?\)"):
+        build_config(Example, {"sise": 3}, "ex")
+    with pytest.raises(RecipeError, match=r"ex\.kind: got 'c', expected one of 'a', 'b'"):
+        build_config(Example, {"kind": "c"}, "ex")
+
+
+def test_config_hash_follows_values_only():
+    assert config_hash(Example()) == config_hash(build_config(Example, {"size": 4}, "ex"))
+    assert config_hash(Example()) != config_hash(Example(size=5))
+    assert len(config_hash(Example())) == 64
