@@ -19,3 +19,37 @@ def toy_run(tmp_path):
     out = tmp_path / "run"
     run_stages(out, {"download": {"source": "toy", "max_docs": 400, "docs_per_part": 100}})
     return out
+
+
+@pytest.fixture
+def hf_offline(tmp_path, monkeypatch):
+    """Hugging Face libraries offline, with every cache under tmp_path (never ~/.cache).
+
+    `datasets` and `huggingface_hub` read these variables at import, so an earlier import in
+    the session is patched too. Returns the datasets cache folder."""
+    datasets = pytest.importorskip("datasets")
+    import huggingface_hub.constants as hub
+
+    home = tmp_path / "hf_home"
+    cache = home / "datasets"
+    for var, value in {
+        "HF_HOME": home,
+        "HF_DATASETS_CACHE": cache,
+        "HF_HUB_CACHE": home / "hub",
+        "HF_MODULES_CACHE": home / "modules",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }.items():
+        monkeypatch.setenv(var, str(value))
+    cfg = datasets.config
+    monkeypatch.setattr(cfg, "HF_CACHE_HOME", str(home))
+    monkeypatch.setattr(cfg, "HF_DATASETS_CACHE", cache)
+    monkeypatch.setattr(cfg, "HF_MODULES_CACHE", home / "modules")
+    monkeypatch.setattr(cfg, "DOWNLOADED_DATASETS_PATH", cache / "downloads")
+    monkeypatch.setattr(cfg, "EXTRACTED_DATASETS_PATH", cache / "downloads" / "extracted")
+    monkeypatch.setattr(cfg, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(cfg, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub, "HF_HOME", str(home))
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(home / "hub"))
+    return cache

@@ -6,7 +6,7 @@ line below; nothing else in the pipeline lists source names.
 
 from __future__ import annotations
 
-from pipeline.sources import builtin, files, python_docs, toy
+from pipeline.sources import builtin, files, hf, python_docs, toy
 from pipeline.sources.records import Malformed, Record, fix_surrogates
 from pipeline.sources.registry import (
     SOURCES,
@@ -38,5 +38,6 @@ register_source(
 register_source(
     Source("text", files.read_text_source, "plain text files", kind="files", needs_path=True)
 )
+register_source(Source("hf", hf.read_source, hf.ABOUT, kind="remote"))
 register_source(Source("toy", toy.read_source, toy.ABOUT, labelled=True))
 register_source(Source("python_docs", python_docs.read_source, python_docs.ABOUT))

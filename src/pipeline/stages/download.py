@@ -1,5 +1,6 @@
-"""download: read a registered source (builtin corpus, JSONL, Parquet, text, toy, python_docs) into
-Parquet parts of `docs_per_part` documents with columns id, text, source (+ label for toy).
+"""download: read a registered source (builtin corpus, JSONL, Parquet, text, a Hugging Face
+dataset, toy, python_docs) into Parquet parts of `docs_per_part` documents with columns id, text,
+source (+ label for toy).
 
 Reading is sequential (it is I/O bound and the source order defines the corpus); parts are then
 the unit of parallel work for every later stage. Malformed input lines go to `rejected/`.
@@ -19,7 +20,7 @@ from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import docs_table, part_name, text_bytes, write_table
 from pipeline.progress import Progress
-from pipeline.sources import SOURCES, Malformed, Record
+from pipeline.sources import SOURCES, Malformed, Record, hf
 from pipeline.sources.files import expand_paths
 from pipeline.stage import Stage, StageContext, StageResult
 
@@ -30,8 +31,13 @@ MAX_EXAMPLES = 5
 class DownloadConfig:
     source: str = "tinystories"  # a registered source (`pipeline datasets`): corpus, jsonl, toy...
     path: str | None = None  # jsonl/parquet/text: a file, a folder or a glob
-    text_field: str = "text"  # jsonl/parquet: the field holding the document text
-    id_field: str | None = "id"  # jsonl/parquet: id field; absent ids become file:line
+    text_field: str = "text"  # jsonl/parquet/hf: the field holding the document text
+    id_field: str | None = "id"  # jsonl/parquet/hf: id field; absent ids become file:line (hf: row)
+    hf_path: str | None = None  # hf: hub name (org/name), local data folder or save_to_disk folder
+    hf_name: str | None = None  # hf: the dataset's config name (load_dataset's `name`)
+    split: str = "train"  # hf: the split to read (load_dataset slicing like 'train[:1%]' works)
+    streaming: bool = False  # hf: stream rows (nothing prepared in the cache; stops at max_docs)
+    revision: str | None = None  # hf: hub branch, tag or commit; null: the default branch
     separator: str | None = None  # text: split files on lines equal to this; null: 1 doc/file
     max_docs: int | None = bounded(None, ge=1)  # stop after this many documents (toy: how many)
     docs_per_part: int = bounded(5000, ge=1)  # documents per Parquet part (the unit of parallelism)
@@ -54,6 +60,8 @@ class DownloadConfig:
                 )
             if not expand_paths(self.path):
                 raise RecipeError(f"{path}.path", f"no file matches {self.path!r}")
+        if self.source == "hf":
+            hf.check_config(path, self.hf_path, self.split, self.streaming)
 
 
 def iter_source(cfg: DownloadConfig, seed: int, progress: bool) -> Iterator[Record | Malformed]:
@@ -140,13 +148,15 @@ def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     bad = sum(dropped.values())
     if docs_in and bad / docs_in > cfg.max_malformed_fraction:
         raise DataError(
-            str(cfg.path),
+            str(cfg.path or cfg.hf_path or cfg.source),
             f"{bad} of {docs_in} records malformed "
             f"({bad / docs_in:.1%} > download.max_malformed_fraction "
             f"{cfg.max_malformed_fraction:.1%}); first: {examples[0]}",
         )
     if docs_out == 0:
-        raise DataError(str(cfg.path or cfg.source), "the source produced no documents")
+        raise DataError(
+            str(cfg.path or cfg.hf_path or cfg.source), "the source produced no documents"
+        )
     writer.flush()
     writer.flush_rejected()
     stats = {"source": cfg.source, "docs_in": docs_in, "docs_out": docs_out}
