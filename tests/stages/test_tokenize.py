@@ -86,7 +86,7 @@ def test_workers_give_identical_bytes(tmp_path):
     ma = json.loads((tmp_path / "a" / "manifest.json").read_text())["stages"]["tokenize"]
     mb = json.loads((tmp_path / "b" / "manifest.json").read_text())["stages"]["tokenize"]
     assert [o["sha256"] for o in ma["outputs"]] == [o["sha256"] for o in mb["outputs"]]
-    assert len(ma["outputs"]) == 2 + 2 * 3
+    assert len(ma["outputs"]) == 5 + 2 * 3  # tokenizer.json, hf_tokenizer/ (3), meta.json
 
 
 def test_load_given_tokenizer(toy_run, tmp_path):

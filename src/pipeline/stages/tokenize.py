@@ -3,7 +3,8 @@ document with EOS appended into one token array per part.
 
 Per input part i: `part-i.tokens.npy` (1-D, documents concatenated in order, uint16 when the
 vocab fits else uint32) and `part-i.docs.parquet` (id, source, num_tokens incl. EOS). Beside
-them: `tokenizer.json` (Hugging Face format) and `meta.json`. Empty documents are dropped.
+them: `tokenizer.json` (Hugging Face format), `hf_tokenizer/` (what transformers' save_pretrained
+writes: AutoTokenizer.from_pretrained loads it) and `meta.json`. Empty documents are dropped.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special
 from pipeline.tokenizer.train import train_bpe
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
+HF_TOKENIZER_DIR = "hf_tokenizer"  # AutoTokenizer.from_pretrained(<run>/tokenize/hf_tokenizer)
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,9 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     else:
         tok, quotas, stats = _train(cfg, ctx, parts)
     sha = hf.save(tok, ctx.out_dir / "tokenizer.json")
+    pretrained = [
+        f"{HF_TOKENIZER_DIR}/{n}" for n in hf.save_pretrained(tok, ctx.out_dir / HF_TOKENIZER_DIR)
+    ]
     dtype = "uint16" if tok.vocab_size <= 65536 else "uint32"  # uint16 holds ids < 65536
     fn = partial(
         encode_part,
@@ -310,7 +315,8 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     }
     atomic_write_json(ctx.out_dir / "meta.json", meta)
     tot = {k: sum(r[k] for r in results) for k in results[0] if k != "outputs"}
-    outputs = ["tokenizer.json", "meta.json"] + [o for r in results for o in r["outputs"]]
+    outputs = ["tokenizer.json", *pretrained, "meta.json"]
+    outputs += [o for r in results for o in r["outputs"]]
     stats = {
         "docs_in": tot["docs_in"],
         "docs_out": tot["docs_out"],
@@ -334,4 +340,6 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats)
 
 
-STAGE = Stage("tokenize", TokenizeConfig, run, version="1", needs=("download",))
+STAGE = Stage(
+    "tokenize", TokenizeConfig, run, version="2", needs=("download",)
+)  # 2: writes hf_tokenizer/

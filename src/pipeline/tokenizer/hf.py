@@ -1,9 +1,11 @@
-"""Save and load a Tokenizer as a Hugging Face `tokenizer.json` (byte-level BPE).
+"""Save and load a Tokenizer as a Hugging Face `tokenizer.json` (byte-level BPE), and write the
+folder `save_pretrained` would write, so `AutoTokenizer.from_pretrained(folder)` loads it.
 
 The file holds a BPE model (vocab in GPT-2's byte-to-unicode alphabet, merges as "a b"
 strings), a `Split` pre-tokenizer with our pattern followed by `ByteLevel(use_regex=False)`,
 a ByteLevel decoder and the special tokens as added tokens, so `tokenizers.Tokenizer.from_file`
-and transformers' `PreTrainedTokenizerFast(tokenizer_file=...)` give the same ids as we do.
+and transformers' `PreTrainedTokenizerFast(tokenizer_file=..., **special_tokens_map(tok))` give
+the same ids as we do. Writing the folder needs no transformers: the files are plain JSON.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
-from pipeline.tokenizer.bpe import Tokenizer
+from pipeline.tokenizer.bpe import EOS, PAD, Tokenizer
 from pipeline.tokenizer.pretokenize import GPT2_PATTERN
 
 
@@ -114,6 +116,64 @@ def save(tok: Tokenizer, path: Path) -> str:
     data = dumps(tok)
     atomic_write_bytes(Path(path), data)
     return hashlib.sha256(data).hexdigest()
+
+
+PRETRAINED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def special_tokens_map(tok: Tokenizer) -> dict[str, Any]:
+    """transformers' names for our specials: eos, pad, and the rest (the PII placeholders) as
+    additional special tokens, in id order. Pass as keyword arguments to PreTrainedTokenizerFast."""
+    extra = [
+        s for s, _ in sorted(tok.specials.items(), key=lambda kv: kv[1]) if s not in (EOS, PAD)
+    ]
+    return {"eos_token": EOS, "pad_token": PAD, "additional_special_tokens": extra}
+
+
+def tokenizer_config(tok: Tokenizer) -> dict[str, Any]:
+    """tokenizer_config.json as transformers 4.x writes it (5.x reads it too). No bos/unk token,
+    no max length, and no cleanup of spaces on decode: decode(encode(x)) == x as with ours."""
+    decoder = {
+        str(i): {
+            "content": s,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for s, i in sorted(tok.specials.items(), key=lambda kv: kv[1])
+    }
+    return {
+        "added_tokens_decoder": decoder,
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        # the generic class: it keeps tokenizer.json's pre-tokenizer, where a GPT-2 class would not
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": None,
+        **special_tokens_map(tok),
+    }
+
+
+def pretrained_files(tok: Tokenizer, tokenizer_json: bytes) -> dict[str, bytes]:
+    """The files of a `save_pretrained` folder: name -> deterministic bytes."""
+
+    def js(obj: Any) -> bytes:
+        return (json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode()
+
+    return {
+        "tokenizer.json": tokenizer_json,
+        "tokenizer_config.json": js(tokenizer_config(tok)),
+        "special_tokens_map.json": js(special_tokens_map(tok)),
+    }
+
+
+def save_pretrained(tok: Tokenizer, folder: Path) -> list[str]:
+    """Write the `save_pretrained` folder (each file atomically); returns the file names."""
+    files = pretrained_files(tok, dumps(tok))
+    for name, data in files.items():
+        atomic_write_bytes(Path(folder) / name, data)
+    return list(files)
 
 
 def _pattern(pre: Any, where: str) -> str:
