@@ -73,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chars", type=int, default=300, help="characters of text to show")
     _common(p)
 
+    p = sub.add_parser(
+        "export", help="a stage's documents or the shards as a datasets folder, JSONL or Parquet"
+    )
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("out", type=Path, help="new folder to write (see --force)")
+    p.add_argument("--stage", help="export this stage's kept documents (all columns)")
+    p.add_argument("--shards", action="store_true", help="export shard/ as train/validation")
+    p.add_argument("--to", required=True, choices=["hf", "jsonl", "parquet"], help="format")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    _common(p)
+
     p = sub.add_parser("shuffle", help="rebalance and shuffle existing .npz shards")
     p.add_argument("--input-dir", required=True, type=Path, help="folder of .npz shards")
     p.add_argument("--output-dir", required=True, type=Path, help="new folder (must not exist)")
@@ -161,6 +172,16 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from pipeline.export import export
+
+    done = export(
+        args.run_dir, args.out, args.to, args.stage, args.shards, args.force, not args.quiet
+    )
+    print(done.summary())
+    return 0
+
+
 def cmd_shuffle(args: argparse.Namespace) -> int:
     from pipeline.shuffle import shuffle_shards
 
@@ -181,6 +202,7 @@ COMMANDS = {
     "datasets": cmd_datasets,
     "inspect": cmd_inspect,
     "shuffle": cmd_shuffle,
+    "export": cmd_export,
 }
 
 
