@@ -1,0 +1,189 @@
+"""Epoch orders: π_e maps a position in [0, N) to a global sample index, as a pure function of
+(order, N, seed, epoch, shard sizes). Nothing here knows about ranks, batches or cursors.
+
+- `global`: a uniform permutation. An array (numpy PCG64 permutation, int32 when N < 2^31:
+  4 B/sample, 8 B above) for N <= ARRAY_MAX_SAMPLES; above, a keyed Feistel bijection with
+  cycle walking (O(1) memory, any N, any 64-bit seed) evaluated only at the positions asked for.
+- `sequential`: the identity (for shards that were shuffled when written).
+- `shard_block`: shards in a seeded order, samples shuffled inside windows of `window_shards`
+  consecutive shards of that order; only the windows in use are materialised.
+- `torch`: torch.randperm seeded with seed + epoch, exactly DistributedSampler's order.
+
+Streams are keyed by the *pair* (seed, epoch) through SeedSequence, never by seed + epoch (except
+`torch`, which must match torch): with seed + epoch, run seed=1 epoch 0 would replay run seed=0
+epoch 1, so two "independent" runs would share all but one epoch of data order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numpy as np
+
+ARRAY_MAX_SAMPLES = 1 << 22  # above: Feistel (16 MiB of int32 permutation per rank at the limit)
+FEISTEL_ROUNDS = 8
+ORDERS = ("global", "sequential", "shard_block", "torch")
+_TAGS = {"global": 1, "feistel": 2, "shard_block": 3, "shard_window": 4}
+_M64 = (1 << 64) - 1
+
+Order = Callable[[np.ndarray], np.ndarray]  # int64 positions -> int64 global sample indices
+
+
+def _words(*values: int) -> list[int]:
+    """Fixed-width (2 x 32-bit words per value) entropy: no two tuples share an encoding."""
+    out = []
+    for v in values:
+        v &= _M64  # a negative seed is its 64-bit two's complement
+        out += [v & 0xFFFFFFFF, v >> 32]
+    return out
+
+
+def key_stream(seed: int, epoch: int, tag: str, *extra: int) -> np.random.SeedSequence:
+    """The seed sequence of (seed, epoch, what it is for, ...)."""
+    return np.random.SeedSequence([*_words(seed, epoch, *extra), _TAGS[tag]])
+
+
+def _rng(seed: int, epoch: int, tag: str, *extra: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(key_stream(seed, epoch, tag, *extra)))
+
+
+def _index_dtype(n: int) -> type:
+    return np.int32 if n < 2**31 else np.int64
+
+
+# ---------------------------------------------------------------- Feistel bijection
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijective 64-bit avalanche (uint64 arithmetic wraps)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+class FeistelPermutation:
+    """A keyed bijection of [0, n): an unbalanced Feistel network on the smallest power of two
+    >= n (halves of ceil(b/2) and floor(b/2) bits), with cycle walking back into [0, n).
+    Domain <= 2n, so the expected walk is < 2 applications per position. O(1) memory."""
+
+    def __init__(self, n: int, seed: int, epoch: int = 0, rounds: int = FEISTEL_ROUNDS):
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        self.n = int(n)
+        self.bits = max(int(self.n - 1).bit_length(), 1)
+        self.keys = key_stream(seed, epoch, "feistel").generate_state(rounds, np.uint64)
+
+    def _apply(self, x: np.ndarray) -> np.ndarray:
+        wl = (self.bits + 1) // 2  # width of the left half; the right half has the rest
+        wr = self.bits - wl
+        left, right = x >> np.uint64(wr), x & np.uint64((1 << wr) - 1)
+        for k in self.keys:
+            if wl:  # top wl bits: the best mixed ones (a shift by 64 is undefined)
+                f = _mix(right ^ k) >> np.uint64(64 - wl)
+            else:
+                f = np.zeros_like(right)
+            left, right = right, left ^ f
+            wl, wr = wr, wl  # widths swap with the halves
+        return (left << np.uint64(wr)) | right
+
+    def __call__(self, pos: np.ndarray) -> np.ndarray:
+        x = self._apply(np.asarray(pos, np.uint64))
+        out = x >= np.uint64(self.n)
+        while out.any():  # cycle walking: a bijection of the domain restricted to [0, n)
+            x[out] = self._apply(x[out])
+            out[out] = x[out] >= np.uint64(self.n)
+        return x.astype(np.int64)
+
+
+# ---------------------------------------------------------------- orders
+
+
+def _array_order(perm: np.ndarray) -> Order:
+    return lambda pos: perm[pos].astype(np.int64)
+
+
+def global_order(n: int, seed: int, epoch: int) -> Order:
+    if n <= ARRAY_MAX_SAMPLES:
+        perm = _rng(seed, epoch, "global").permutation(n).astype(_index_dtype(n))
+        return _array_order(perm)
+    return FeistelPermutation(n, seed, epoch)
+
+
+def torch_order(n: int, seed: int, epoch: int) -> Order:
+    import torch  # only this order needs torch
+
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)
+    return _array_order(torch.randperm(n, generator=g).numpy())
+
+
+class ShardBlockOrder:
+    """Shards in a seeded order; window w = shards [w*W, (w+1)*W) of it, its samples shuffled
+    with their own stream. Memory: O(shards) + the (at most 2) windows last used."""
+
+    def __init__(self, shard_sizes: list[int], seed: int, epoch: int, window_shards: int):
+        sizes = np.asarray(shard_sizes, np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)])  # of each shard, global index
+        self.seed, self.epoch = seed, epoch
+        shard_order = _rng(seed, epoch, "shard_block").permutation(len(sizes))
+        self.windows = [
+            shard_order[a : a + window_shards] for a in range(0, len(sizes), window_shards)
+        ]
+        self.window_starts = np.cumsum([0, *(int(sizes[w].sum()) for w in self.windows)])
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    def window(self, w: int) -> np.ndarray:
+        """Global indices of window w in their shuffled order."""
+        if w in self._cache:
+            self._cache.move_to_end(w)
+            return self._cache[w]
+        members = np.concatenate(
+            [np.arange(self.starts[s], self.starts[s + 1]) for s in self.windows[w]]
+        )
+        members = members.astype(_index_dtype(int(self.starts[-1])))
+        members = members[_rng(self.seed, self.epoch, "shard_window", w).permutation(len(members))]
+        self._cache[w] = members
+        if len(self._cache) > 2:
+            self._cache.popitem(last=False)
+        return members
+
+    def __call__(self, pos: np.ndarray) -> np.ndarray:
+        pos = np.asarray(pos, np.int64)
+        win = np.searchsorted(self.window_starts, pos, side="right") - 1
+        out = np.empty(len(pos), np.int64)
+        for w in np.unique(win):
+            sel = win == w
+            out[sel] = self.window(int(w))[pos[sel] - self.window_starts[w]]
+        return out
+
+
+def epoch_order(
+    order: str,
+    n: int,
+    seed: int,
+    epoch: int,
+    shard_sizes: list[int] | None = None,
+    window_shards: int = 2,
+) -> Order:
+    """π_e for a resolved order name ('auto' is resolved by the sampler)."""
+    if order == "sequential" or n == 0:
+        return lambda pos: np.asarray(pos, np.int64)
+    if order == "global":
+        return global_order(n, seed, epoch)
+    if order == "torch":
+        return torch_order(n, seed, epoch)
+    if order == "shard_block":
+        if shard_sizes is None:
+            raise ValueError("order='shard_block' needs shard_sizes")
+        return ShardBlockOrder(shard_sizes, seed, epoch, window_shards)
+    raise ValueError(f"order must be one of {('auto', *ORDERS)}, got {order!r}")
+
+
+def sizes_fingerprint(shard_sizes: list[int] | None) -> str | None:
+    """Short digest of the shard sizes, kept in a sampler state (shard_block depends on them)."""
+    if shard_sizes is None:
+        return None
+    text = ",".join(str(int(s)) for s in shard_sizes)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
