@@ -10,11 +10,10 @@ import importlib
 from typing import Any
 
 from pipeline.loader.dataset import ShardedTokenDataset
+from pipeline.loader.mask import make_doc_mask
+from pipeline.loader.sampler import GlobalSampler, owner_and_local_index
 
-_LAZY = {  # name -> module: these import torch (or are not written yet) only when asked for
-    "GlobalSampler": "pipeline.loader.sampler",
-    "owner_and_local_index": "pipeline.loader.sampler",
-    "make_doc_mask": "pipeline.loader.mask",
+_LAZY = {  # name -> module: these import torch, so only when asked for
     "TokenLoader": "pipeline.loader.loader",
     "IterableTokenShards": "pipeline.loader.iterable",
 }

@@ -170,14 +170,22 @@ class GlobalSampler:
         self.padded += pad
         return idx
 
-    def __iter__(self) -> Iterator[np.ndarray]:
+    def begin_pass(self) -> None:
+        """What iterating does first: a pass that starts at the end of an epoch already run
+        through in this process starts that epoch again, with a warning (same order)."""
         if self.at_end() and self._passed:
             log.warning(
                 "GlobalSampler: a new pass over epoch %d without set_epoch(new epoch): it "
                 "repeats the same order every epoch; call sampler.set_epoch(epoch) before each",
                 self.epoch,
             )
-            self.cursor, self.padded = 0, 0
+            self.cursor, self.padded, self._passed = 0, 0, False
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        self.begin_pass()  # now, not at the first next(): a loader reads the start state
+        return self._steps()
+
+    def _steps(self) -> Iterator[np.ndarray]:
         while (idx := self.advance()) is not None:
             yield idx
         self._passed = True
