@@ -90,6 +90,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-size", required=True, type=int, help="samples per output shard")
     p.add_argument("--seed", required=True, type=int, help="shuffle seed (>= 0)")
     _common(p)
+
+    p = sub.add_parser("bench", help="measure loader throughput on a shard folder")
+    p.add_argument("--shards", required=True, type=Path, help="shard folder (train/ or eval/)")
+    p.add_argument(
+        "--preset",
+        default="none",
+        choices=["none", "cache", "augment", "baseline", "baseline_plus"],
+        help="none: no cache, no transforms; cache: opt cache of 512 batches; "
+        "augment: baseline_plus (cache + crop, mask, segment dropout)",
+    )
+    p.add_argument("--order", default="global", choices=["global", "sequential", "shard_block"])
+    p.add_argument("--batch-size", type=int, default=32, help="samples per batch")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader workers (0: in-process)")
+    p.add_argument("--steps", type=int, default=200, help="batches to deliver")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed")
+    p.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch")
+    p.add_argument("--max-open-shards", type=int, default=2, help="shard maps kept open")
+    p.add_argument(
+        "--out-dir", type=Path, default=Path("outputs/benchmarks"), help="where the JSON goes"
+    )
+    _common(p)
     return parser
 
 
@@ -195,6 +216,38 @@ def cmd_shuffle(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pipeline.loader.bench import (
+        BenchConfig,
+        environment,
+        format_table,
+        run_bench,
+        write_result,
+    )
+
+    cfg = BenchConfig(
+        shards=str(args.shards),
+        preset=args.preset,
+        order=args.order,
+        batch_size=args.batch_size,
+        workers=args.workers,
+        steps=args.steps,
+        seed=args.seed,
+        step_ms=args.step_ms,
+        max_open_shards=args.max_open_shards,
+    )
+    try:
+        result = run_bench(cfg, progress=not args.quiet)
+    except ValueError as exc:
+        raise PipelineError(f"bench: {exc}") from None
+    result.update(environment([sys.executable, "-m", "pipeline", *args.argv]))
+    name = f"bench_{args.preset}_{args.order}_b{args.batch_size}_w{args.workers}"
+    path = write_result(result, args.out_dir, name)
+    print(format_table(result))
+    print(path)
+    return 0
+
+
 COMMANDS = {
     "data": cmd_data,
     "show": cmd_show,
@@ -203,11 +256,13 @@ COMMANDS = {
     "inspect": cmd_inspect,
     "shuffle": cmd_shuffle,
     "export": cmd_export,
+    "bench": cmd_bench,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(message)s",

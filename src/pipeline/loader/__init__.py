@@ -16,6 +16,12 @@ from pipeline.loader.sampler import GlobalSampler, owner_and_local_index
 _LAZY = {  # name -> module: these import torch, so only when asked for
     "TokenLoader": "pipeline.loader.loader",
     "IterableTokenShards": "pipeline.loader.iterable",
+    "StepDataset": "pipeline.loader.step",
+    "BatchCache": "pipeline.loader.cache",
+    "Augment": "pipeline.loader.transforms",
+    "PRESETS": "pipeline.loader.transforms",
+    "get_preset": "pipeline.loader.transforms",
+    "BatchPrefetcher": "pipeline.loader.prefetch",
 }
 
 
@@ -26,10 +32,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "PRESETS",
+    "Augment",
+    "BatchCache",
+    "BatchPrefetcher",
     "GlobalSampler",
     "IterableTokenShards",
     "ShardedTokenDataset",
+    "StepDataset",
     "TokenLoader",
     "make_doc_mask",
+    "get_preset",
     "owner_and_local_index",
 ]

@@ -1,0 +1,90 @@
+"""`pipeline bench`: the JSON record, the table, progress on stderr, presets and orders."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.loader.bench import BenchConfig, plan_steps, run_bench
+from pipeline.loader.dataset import ShardedTokenDataset
+
+from .conftest import write_shards
+
+
+class TTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def shards(tmp_path):
+    return write_shards(tmp_path / "shard" / "train", [40, 40, 40], seq_len=16, pre_shuffled=True)
+
+
+def test_cli_writes_json_and_table(shards, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "bench"
+    argv = ["bench", "--shards", str(shards), "--preset", "cache", "--order", "sequential",
+            "--batch-size", "8", "--steps", "40", "--out-dir", str(out)]  # fmt: skip
+    monkeypatch.setattr(sys, "stderr", TTY())
+    assert main(argv) == 0
+    progress = sys.stderr.getvalue()
+    stdout = capsys.readouterr().out
+    assert "bench: 40/40 batches" in progress  # the progress line, on stderr only
+    files = list(out.glob("*.json"))
+    assert len(files) == 1 and str(files[0]) in stdout
+    r = json.loads(files[0].read_text())
+    for key in ("commit", "hardware", "versions", "command", "samples_per_s", "tokens_per_s",
+                "mb_per_s", "latency_p50_ms", "latency_p99_ms", "cache_hit_rate",
+                "shards_per_batch", "peak_rss_mb", "stall_fraction"):  # fmt: skip
+        assert key in r, key
+    assert r["command"].endswith("-m pipeline " + " ".join(argv))
+    assert r["versions"]["numpy"] and r["hardware"]["cpus"] >= 1
+    # sequential order, 120 samples / 8 = 15 steps per epoch: steps 15..39 repeat epoch 0's
+    # batches, which an opt cache of 512 holds: 25 hits of 40 accesses
+    assert r["cache"]["hits"] == 25 and r["cache"]["misses"] == 15
+    assert r["shards_per_batch"] == 1.0  # 40-sample shards, batches of 8 never straddle
+    assert r["batches"] == 40 and r["tokens_per_s"] == pytest.approx(16 * r["samples_per_s"])
+    assert "samples/s" in stdout and "cache hit rate" in stdout and "62.5%" in stdout
+
+
+def test_quiet_silences_progress(shards, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", TTY())
+    argv = ["bench", "--shards", str(shards), "--steps", "5", "--batch-size", "4", "-q",
+            "--out-dir", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 0
+    assert sys.stderr.getvalue() == ""
+
+
+def test_global_order_touches_more_shards(shards):
+    ds = ShardedTokenDataset(shards)
+    cfg = BenchConfig(str(shards), order="global", batch_size=8, steps=30)
+    plan = plan_steps(ds, cfg)
+    assert len(plan) == 30 and [e for e, _, _ in plan].count(1) == 15  # epochs as needed
+    glob = run_bench(cfg, progress=False)
+    seq = run_bench(BenchConfig(str(shards), order="sequential", batch_size=8, steps=30),
+                    progress=False)  # fmt: skip
+    assert seq["shards_per_batch"] == 1.0 and glob["shards_per_batch"] > 1.5
+
+
+def test_augment_preset_and_workers(shards, tmp_path):
+    r = run_bench(
+        BenchConfig(
+            str(shards), preset="augment", order="sequential", batch_size=8, steps=20, workers=2
+        ),  # fmt: skip
+        progress=False,
+    )
+    assert r["augmented"] and r["batches"] == 20 and r["cache"]["policy"] == "opt"
+    assert r["cache"]["hits"] == 5  # steps 15..19 repeat steps 0..4, through the shared cache
+    evals = write_shards(tmp_path / "shard" / "eval", [24], seq_len=16)
+    e = run_bench(BenchConfig(str(evals), preset="augment", batch_size=8, steps=3), progress=False)
+    assert e["split"] == "eval" and not e["augmented"]  # eval loaders are never augmented
+
+
+def test_bad_shards_is_one_line(tmp_path, capsys):
+    assert main(["bench", "--shards", str(tmp_path / "nope"), "-q"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "not a folder" in err and "\n" not in err
