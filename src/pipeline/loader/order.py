@@ -25,7 +25,7 @@ import numpy as np
 ARRAY_MAX_SAMPLES = 1 << 22  # above: Feistel (16 MiB of int32 permutation per rank at the limit)
 FEISTEL_ROUNDS = 8
 ORDERS = ("global", "sequential", "shard_block", "torch")
-_TAGS = {"global": 1, "feistel": 2, "shard_block": 3, "shard_window": 4}
+_TAGS = {"global": 1, "feistel": 2, "shard_block": 3, "shard_window": 4, "read": 5, "buffer": 6}
 _M64 = (1 << 64) - 1
 
 Order = Callable[[np.ndarray], np.ndarray]  # int64 positions -> int64 global sample indices
@@ -45,7 +45,8 @@ def key_stream(seed: int, epoch: int, tag: str, *extra: int) -> np.random.SeedSe
     return np.random.SeedSequence([*_words(seed, epoch, *extra), _TAGS[tag]])
 
 
-def _rng(seed: int, epoch: int, tag: str, *extra: int) -> np.random.Generator:
+def rng_for(seed: int, epoch: int, tag: str, *extra: int) -> np.random.Generator:
+    """A PCG64 generator for (seed, epoch, what it is for, ...)."""
     return np.random.Generator(np.random.PCG64(key_stream(seed, epoch, tag, *extra)))
 
 
@@ -106,7 +107,7 @@ def _array_order(perm: np.ndarray) -> Order:
 
 def global_order(n: int, seed: int, epoch: int) -> Order:
     if n <= ARRAY_MAX_SAMPLES:
-        perm = _rng(seed, epoch, "global").permutation(n).astype(_index_dtype(n))
+        perm = rng_for(seed, epoch, "global").permutation(n).astype(_index_dtype(n))
         return _array_order(perm)
     return FeistelPermutation(n, seed, epoch)
 
@@ -127,7 +128,7 @@ class ShardBlockOrder:
         sizes = np.asarray(shard_sizes, np.int64)
         self.starts = np.concatenate([[0], np.cumsum(sizes)])  # of each shard, global index
         self.seed, self.epoch = seed, epoch
-        shard_order = _rng(seed, epoch, "shard_block").permutation(len(sizes))
+        shard_order = rng_for(seed, epoch, "shard_block").permutation(len(sizes))
         self.windows = [
             shard_order[a : a + window_shards] for a in range(0, len(sizes), window_shards)
         ]
@@ -143,7 +144,9 @@ class ShardBlockOrder:
             [np.arange(self.starts[s], self.starts[s + 1]) for s in self.windows[w]]
         )
         members = members.astype(_index_dtype(int(self.starts[-1])))
-        members = members[_rng(self.seed, self.epoch, "shard_window", w).permutation(len(members))]
+        members = members[
+            rng_for(self.seed, self.epoch, "shard_window", w).permutation(len(members))
+        ]
         self._cache[w] = members
         if len(self._cache) > 2:
             self._cache.popitem(last=False)
