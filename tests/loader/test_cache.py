@@ -174,3 +174,20 @@ def test_shared_cache_with_two_workers(shard_dir):
         assert counts(cache) == (12, 12, 0) and len(cache) == 12
     finally:
         cache.close()
+
+
+def test_only_the_creator_removes_the_shared_files():
+    import os
+
+    cache = BatchCache("lru", 2, shared=True)
+    try:
+        cache.put(A, batch_of(A))
+        pid = os.fork()
+        if pid == 0:  # a forked worker dropping its copy must not delete the parent's cache
+            cache._finalizer()
+            os._exit(0 if os.path.isdir(cache._dir) else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+        assert cache.get(A)["input_ids"][0, 0] == A
+    finally:
+        cache.close()
+    assert not os.path.exists(cache._dir)

@@ -126,7 +126,7 @@ class BatchCache:
             with open(os.path.join(self._dir, "index"), "wb") as f:
                 f.truncate(index_bytes)
             open(os.path.join(self._dir, "data"), "wb").close()
-            self._finalizer = weakref.finalize(self, shutil.rmtree, self._dir, True)
+            self._finalizer = weakref.finalize(self, _remove, self._dir, self._owner)
             self._open()
         else:
             self._header = np.zeros(_HEADER_INTS, dtype=np.int64)
@@ -329,6 +329,12 @@ class BatchCache:
         self._local.clear()
         if self.shared and os.getpid() == self._owner:
             self._finalizer()
+
+
+def _remove(folder: str, owner: int) -> None:
+    # a forked worker inherits the finalizer: only the creating process may delete the files
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shm_root() -> str | None:
