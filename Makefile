@@ -23,6 +23,7 @@ dev: $(VENV)/.installed-dev
 demo: install        ## run recipes/data_demo.yaml end to end, offline
 	$(PY) -m pipeline data --config recipes/data_demo.yaml
 	$(PY) -m pipeline report data/demo
+	@$(PY) -c "from pipeline.loader import ShardedTokenDataset as D; d = D('data/demo/shard/train'); print(f'shards: data/demo/shard/train ({len(d)} x {d.seq_len} tokens) and data/demo/shard/eval; load them with pipeline.loader.ShardedTokenDataset(\"data/demo/shard/train\") (docs/loader.md)')"
 
 test: dev            ## the whole default test suite
 	$(PY) -m pytest -q
