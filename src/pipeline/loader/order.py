@@ -1,8 +1,8 @@
 """Epoch orders: π_e maps a position in [0, N) to a global sample index, as a pure function of
 (order, N, seed, epoch, shard sizes). Nothing here knows about ranks, batches or cursors.
 
-- `global`: a uniform permutation. An array (numpy PCG64 permutation, int32 when N < 2^31:
-  4 B/sample, 8 B above) for N <= ARRAY_MAX_SAMPLES; above, a keyed Feistel bijection with
+- `global`: a uniform permutation. An array (numpy PCG64 shuffle of an int32 range: 4 B/sample)
+  for N <= ARRAY_MAX_SAMPLES; above, a keyed Feistel bijection with
   cycle walking (O(1) memory, any N, any 64-bit seed) evaluated only at the positions asked for.
 - `sequential`: the identity (for shards that were shuffled when written).
 - `shard_block`: shards in a seeded order, samples shuffled inside windows of `window_shards`
@@ -107,7 +107,8 @@ def _array_order(perm: np.ndarray) -> Order:
 
 def global_order(n: int, seed: int, epoch: int) -> Order:
     if n <= ARRAY_MAX_SAMPLES:
-        perm = rng_for(seed, epoch, "global").permutation(n).astype(_index_dtype(n))
+        perm = np.arange(n, dtype=_index_dtype(n))  # int32: 4 B/sample, no int64 copy
+        rng_for(seed, epoch, "global").shuffle(perm)
         return _array_order(perm)
     return FeistelPermutation(n, seed, epoch)
 
