@@ -220,12 +220,15 @@ class BatchCache:
         if policy == "rr":
             draw = np.random.default_rng([self.seed, int(self._header[_H_EVICT])])
             return int(draw.integers(self.max_batches))
+        # Belady with bypass: if the newcomer is used no sooner than every resident, keep them all
+        new = self._future.next_use(h_new, now)
+        if new == _NEVER:
+            return -1  # the common case under a global shuffle: skip scanning the residents
         nxt = np.array(
             [self._future.next_use((int(a), int(b)), now) for a, b in s[:, _K1 : _K2 + 1]]
         )
         far = int(np.argmax(nxt))
-        # Belady with bypass: if the newcomer is used no sooner than every resident, keep them all
-        return -1 if self._future.next_use(h_new, now) >= nxt[far] else far
+        return -1 if new >= nxt[far] else far
 
     def get(self, key: Hashable | np.ndarray) -> Batch | None:
         """One access: a copy of the cached batch, or None (a miss)."""
