@@ -93,8 +93,9 @@ def test_kill_and_resume_equals_uninterrupted(ds, p2, b2, workers2):
     got = flat(before) + flat(after)
     assert got[: len(got) - pad] == flat(full)[:N] and len(got) - pad == N
     assert sorted(got[:N]) == list(range(N))
-    if p2 * b2 == 8:  # same global batch: the very same global steps
-        assert after == full[5:]
+    if p2 * b2 == 8:  # same global batch: the very same global steps (the last one's padding
+        assert after[:-1] == full[5:-1]  # depends on P: the tail is padded to a multiple of it)
+        assert after[-1][: N % 8] == full[-1][: N % 8]
 
 
 def test_second_epoch_after_set_epoch_and_len(ds):
