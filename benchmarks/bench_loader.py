@@ -123,14 +123,15 @@ def plan(n: int, steps: int, seed: int, order: str = "global") -> list[np.ndarra
 def loop(get_batch, idxs: list[np.ndarray]) -> dict:
     """Deliver the planned batches; token MB/s counts input_ids, all MB/s every field."""
     nbytes = ids_bytes = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for idx in idxs:
         batch = get_batch(idx)
         ids_bytes += batch["input_ids"].nbytes
         nbytes += sum(v.nbytes for v in batch.values())
-    sec = time.perf_counter() - t0
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"batches": len(idxs), "seconds": sec, "token_mb_per_s": ids_bytes / sec / 1e6,
-            "mb_per_s": nbytes / sec / 1e6, "samples_per_s": len(idxs) * B / sec}  # fmt: skip
+            "mb_per_s": nbytes / sec / 1e6, "samples_per_s": len(idxs) * B / sec,
+            "token_mb_per_cpu_s": ids_bytes / cpu / 1e6}  # fmt: skip
 
 
 def rowwise_get_batch(ds: ShardedTokenDataset):
@@ -191,15 +192,16 @@ def torch_peer(dataset, batches: int, seed: int) -> dict:
         dataset, batch_size=B, sampler=torch.utils.data.RandomSampler(dataset, generator=g)
     )
     ids_bytes = nbytes = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for k, batch in enumerate(loader):
         ids_bytes += batch["input_ids"].numel() * batch["input_ids"].element_size()
         nbytes += sum(v.numel() * v.element_size() for v in batch.values())
         if k + 1 == batches:
             break
-    sec = time.perf_counter() - t0
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"batches": k + 1, "seconds": sec, "token_mb_per_s": ids_bytes / sec / 1e6,
-            "mb_per_s": nbytes / sec / 1e6, "samples_per_s": (k + 1) * B / sec}  # fmt: skip
+            "mb_per_s": nbytes / sec / 1e6, "samples_per_s": (k + 1) * B / sec,
+            "token_mb_per_cpu_s": ids_bytes / cpu / 1e6}  # fmt: skip
 
 
 def median_of(runs: list[dict]) -> dict:
@@ -308,10 +310,14 @@ def print_table(r: dict) -> None:
     s = r["setup"]
     print(f"{s['input_ids_gib']:.2f} GiB of input_ids page-cached, batch {s['batch_size']} x "
           f"seq {s['seq_len']}, one process; medians of repeats")  # fmt: skip
-    print(f"{'loader':<16}{'input_ids MB/s':>16}{'all MB/s':>11}{'samples/s':>12}  runs (MB/s)")
+    print(f"{'loader':<18}{'input_ids MB/s':>15}{'all MB/s':>10}{'samples/s':>11}"
+          f"{'ids MB/cpu-s':>14}  runs (input_ids MB/s)")  # fmt: skip
     for name, m in r["throughput"].items():
-        print(f"{name:<16}{m['token_mb_per_s']:>16,.0f}{m['mb_per_s']:>11,.0f}"
-              f"{m['samples_per_s']:>12,.0f}  {m['runs_token_mb_per_s']}")  # fmt: skip
+        cpu = m.get("token_mb_per_cpu_s")
+        cpu_s = "-" if cpu is None else f"{cpu:,.0f}"
+        print(f"{name:<18}{m['token_mb_per_s']:>15,.0f}{m['mb_per_s']:>10,.0f}"
+              f"{m['samples_per_s']:>11,.0f}{cpu_s:>14}"
+              f"  {m['runs_token_mb_per_s']}")  # fmt: skip
     for k, v in r["ratios"].items():
         print(f"{k}: {v:,.1f}x")
     print(f"{'compressed, order':<28}{'ms/batch':>10}{'shards/batch':>14}{'decompress/batch':>18}")
