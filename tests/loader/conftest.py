@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.shuffle import save_npz
+from pipeline.shards import save_npz
 
 
 def sample_rows(first: int, n: int, seq_len: int) -> dict[str, np.ndarray]:

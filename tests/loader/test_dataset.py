@@ -165,14 +165,27 @@ def test_reads_what_pipeline_shuffle_writes(tmp_path):
 
 
 def test_reads_what_the_shard_stage_writes(tmp_path):
-    from test_shard import packed_run, read_split, run_shard
+    from helpers import fake_tokenize, make_ctx, run_pack
+    from pipeline.config import build_config
+    from pipeline.stages.shard import ShardConfig
+    from pipeline.stages.shard import run as shard_run
 
-    _, out = run_shard(packed_run(tmp_path), {"shard_size": 16, "eval_fraction": 0.1})
+    lens = np.random.default_rng(4).integers(5, 60, 120).tolist()
+    fake_tokenize(tmp_path, [lens[:60], lens[60:]], sources=["web"])
+    run_pack(tmp_path, {"seq_len": 32, "sequences_per_part": 25})
+    ctx = make_ctx(tmp_path, "shard", "pack", 1, seed=5)
+    try:
+        shard_run(build_config(ShardConfig, {"shard_size": 16, "eval_fraction": 0.1}, "shard"), ctx)
+    finally:
+        ctx.executor.close()
     for split in ("train", "eval"):
-        meta, ids, seg = read_split(out / split)
-        ds = ShardedTokenDataset(out / split, max_open_shards=1, verify=True)
+        folder = ctx.out_dir / split
+        meta = json.loads((folder / "metadata.json").read_text())
+        files = [np.load(folder / s["file"]) for s in meta["shards"]]
+        ids, seg = (np.concatenate([f[k] for f in files]) for k in ("input_ids", "segment_ids"))
+        ds = ShardedTokenDataset(folder, max_open_shards=1, verify=True)
         assert len(ds) == meta["num_samples"] == len(ids) > 0
         batch = ds.get_batch(np.arange(len(ds))[::-1])
         np.testing.assert_array_equal(batch["input_ids"], ids[::-1])
         np.testing.assert_array_equal(batch["segment_ids"], seg[::-1])
-    assert ShardedTokenDataset(out / "train").pre_shuffled
+    assert ShardedTokenDataset(ctx.out_dir / "train").pre_shuffled
