@@ -40,7 +40,7 @@ import torch
 from pipeline.loader.bench import BenchConfig, environment, run_bench
 from pipeline.loader.dataset import ShardedTokenDataset
 from pipeline.loader.sampler import GlobalSampler
-from pipeline.shuffle import save_npz
+from pipeline.shards import save_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "outputs" / "benchmarks" / "loader.json"
@@ -206,7 +206,7 @@ def torch_peer(dataset, batches: int, seed: int) -> dict:
 
 def median_of(runs: list[dict]) -> dict:
     out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    out["runs_token_mb_per_s"] = [round(r["token_mb_per_s"], 1) for r in runs]
+    out["runs_token_mb_per_s"] = [float(f"{r['token_mb_per_s']:.3g}") for r in runs]
     return out
 
 
