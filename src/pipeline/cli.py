@@ -108,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch")
     p.add_argument("--max-open-shards", type=int, default=2, help="shard maps kept open")
     p.add_argument(
+        "--steps-per-sweep",
+        type=int,
+        default=0,
+        help="> 0: StepDataset steps (with replacement, the same each sweep) instead of --order",
+    )
+    p.add_argument(
+        "--cache-policy",
+        choices=["none", "lru", "fifo", "lfu", "rr", "opt"],
+        help="override the preset's cache policy",
+    )
+    p.add_argument("--cache-batches", type=int, help="override the preset's cache size (batches)")
+    p.add_argument(
         "--out-dir", type=Path, default=Path("outputs/benchmarks"), help="where the JSON goes"
     )
     _common(p)
@@ -235,6 +247,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         seed=args.seed,
         step_ms=args.step_ms,
         max_open_shards=args.max_open_shards,
+        steps_per_sweep=args.steps_per_sweep,
+        cache_policy=args.cache_policy,
+        cache_batches=args.cache_batches,
     )
     try:
         result = run_bench(cfg, progress=not args.quiet)

@@ -88,3 +88,30 @@ def test_bad_shards_is_one_line(tmp_path, capsys):
     assert main(["bench", "--shards", str(tmp_path / "nope"), "-q"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "not a folder" in err and "\n" not in err
+
+
+def test_step_sweeps_feed_the_cache(shards, tmp_path, capsys):
+    """--steps-per-sweep 5: steps 0..4 in a new order each sweep; 3 sweeps of 5 = 15 accesses,
+    the first sweep misses, the other two hit (opt holds all 5 batches)."""
+    argv = ["bench", "--shards", str(shards), "--preset", "cache", "--steps-per-sweep", "5",
+            "--steps", "15", "--batch-size", "8", "-q", "--out-dir", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    assert "steps, 5 per sweep" in capsys.readouterr().out
+    r = json.loads(next(tmp_path.glob("bench_*.json")).read_text())
+    assert (r["cache"]["hits"], r["cache"]["misses"]) == (10, 5)
+
+
+def test_cache_overrides_and_opt_beats_lru(shards):
+    """Sweeps of 10 steps (a new order each), 4 slots, 40 accesses: the overrides reach the
+    cache, and opt (Belady on the planned trace) hits at least as often as lru and fifo."""
+    hits = {}
+    for policy in ("lru", "fifo", "opt"):
+        cfg = BenchConfig(str(shards), batch_size=8, steps=40, steps_per_sweep=10,
+                          cache_policy=policy, cache_batches=4)  # fmt: skip
+        r = run_bench(cfg, progress=False)
+        assert r["cache"]["policy"] == policy and r["cache"]["max_batches"] == 4
+        hits[policy] = r["cache"]["hits"]
+    assert hits["opt"] >= max(hits["lru"], hits["fifo"]) and hits["opt"] > 0
+    bad = BenchConfig(str(shards), steps=2, cache_policy="lru", cache_batches=0)
+    with pytest.raises(ValueError, match="max_batches must be > 0"):
+        run_bench(bad, progress=False)

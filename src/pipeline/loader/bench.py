@@ -9,6 +9,7 @@ stall fraction; writes a JSON with commit, hardware, library versions and the co
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -26,7 +27,7 @@ import numpy as np
 from pipeline.loader.cache import BatchCache
 from pipeline.loader.dataset import ShardedTokenDataset
 from pipeline.loader.prefetch import BatchPrefetcher
-from pipeline.loader.step import fetch_batch
+from pipeline.loader.step import StepDataset, fetch_batch
 from pipeline.loader.transforms import PRESETS, Preset, split_of
 from pipeline.progress import Progress
 
@@ -51,11 +52,22 @@ class BenchConfig:
     step_ms: float = 0.0  # simulated training step per batch: shows how much of it hides loading
     max_open_shards: int = 2
     window_shards: int = 2
+    steps_per_sweep: int = 0  # > 0: StepDataset steps (drawn with replacement) instead of --order
+    cache_policy: str | None = None  # overrides the preset's
+    cache_batches: int | None = None
 
 
 def plan_steps(ds: ShardedTokenDataset, cfg: BenchConfig) -> list[tuple[int, int, np.ndarray]]:
-    """(epoch, step in epoch, indices) of the first cfg.steps steps, epochs as needed."""
+    """(epoch, step in epoch, indices) of the first cfg.steps steps, epochs as needed. With
+    steps_per_sweep > 0 the steps are a StepDataset's, each sweep in its seeded order: the same
+    base batches every sweep, which is what a batch cache can hit."""
     from pipeline.loader.sampler import GlobalSampler
+
+    if cfg.steps_per_sweep > 0:
+        steps = StepDataset(ds, cfg.batch_size, seed=cfg.seed, steps_per_sweep=cfg.steps_per_sweep)
+        sweeps = -(-cfg.steps // len(steps))
+        plan = [(e, int(t), steps.indices(int(t))) for e in range(sweeps) for t in steps.order(e)]
+        return plan[: cfg.steps]
 
     sampler = GlobalSampler(
         len(ds),
@@ -118,9 +130,13 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True) -> dict[str, Any]:
         )
     if cfg.order not in ORDERS:
         raise ValueError(f"bench order must be one of {', '.join(ORDERS)}, got {cfg.order}")
-    if cfg.batch_size < 1 or cfg.steps < 1 or cfg.workers < 0:
-        raise ValueError("batch size and steps must be >= 1, workers >= 0")
+    if cfg.batch_size < 1 or cfg.steps < 1 or cfg.workers < 0 or cfg.steps_per_sweep < 0:
+        raise ValueError("batch size and steps must be >= 1, workers and steps per sweep >= 0")
     preset = BENCH_PRESETS[cfg.preset]
+    if cfg.cache_policy is not None or cfg.cache_batches is not None:
+        policy = cfg.cache_policy or preset.cache_policy
+        size = cfg.cache_batches if cfg.cache_batches is not None else preset.cache_batches or 512
+        preset = dataclasses.replace(preset, cache_policy=policy, cache_batches=size)
     ds = ShardedTokenDataset(cfg.shards, max_open_shards=cfg.max_open_shards)
     plan = plan_steps(ds, cfg)
     bounds = np.cumsum([0, *ds.shard_sizes])
@@ -251,6 +267,7 @@ def format_table(r: dict[str, Any]) -> str:
     """One screen: what was run and each metric with its unit."""
     c = r["config"]
     cache = r["cache"]
+    order = c["order"] if not c["steps_per_sweep"] else f"steps, {c['steps_per_sweep']} per sweep"
     hit = (
         f"{r['cache_hit_rate']:.1%} ({cache['hits']} hits, {cache['evictions']} evictions)"
         if cache
@@ -258,7 +275,7 @@ def format_table(r: dict[str, Any]) -> str:
     )
     rows = [
         ("shards", f"{c['shards']} ({r['num_samples']:,} samples, seq_len {r['seq_len']})"),
-        ("preset / order", f"{c['preset']} / {c['order']}  (augmented: {r['augmented']})"),
+        ("preset / order", f"{c['preset']} / {order}  (augmented: {r['augmented']})"),
         ("batch x workers", f"{c['batch_size']} x {c['workers']} workers, {r['batches']} steps"),
         ("samples/s", f"{r['samples_per_s']:,.0f}"),
         ("tokens/s", f"{r['tokens_per_s']:,.0f}"),
