@@ -117,6 +117,15 @@ def test_hit_returns_a_copy():
     assert (cache.get(7)["input_ids"] == 7).all()
 
 
+def test_local_cache_pickles_as_a_copy():
+    cache = BatchCache("lfu", 2)
+    cache.put(A, batch_of(A))
+    other = pickle.loads(pickle.dumps(cache))  # what a spawned worker gets without shared=True
+    assert other.get(A)["input_ids"][0, 0] == A and cache.hits == 0 and other.hits == 1
+    other.put(B, batch_of(B))
+    assert B in other and B not in cache
+
+
 def test_keys_normalize():
     """A step, a tuple, a list and an array of the same ints are one key; order matters."""
     assert key_hash(5) == key_hash((5,)) == key_hash(np.array([5]))

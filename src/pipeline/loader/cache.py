@@ -153,9 +153,9 @@ class BatchCache:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for k in ("_lock_fd", "_index_map", "_header", "_slots", "_data_map", "_finalizer"):
-            state.pop(k, None)
-        state["_local"], state["_keys"] = {}, {}
+        if self.shared:  # the receiver maps the same files; a local cache travels as a copy
+            for k in ("_lock_fd", "_index_map", "_header", "_slots", "_data_map", "_finalizer"):
+                state.pop(k, None)
         return state
 
     def __setstate__(self, state: dict) -> None:
