@@ -39,6 +39,39 @@ def _check_int(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
+def _check_seed(seed: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if not -(2**63) <= int(seed) < 2**64:
+        raise ValueError(f"seed must fit in 64 bits, got {seed}")
+
+
+def _unpack_dataset(num_samples: Any, shard_sizes: list[int] | None) -> tuple[Any, Any, bool]:
+    """(N, shard sizes, pre_shuffled) from an int or from a dataset and its metadata."""
+    if not hasattr(num_samples, "metadata"):
+        return num_samples, shard_sizes, False
+    ds = num_samples
+    if shard_sizes is None:
+        shard_sizes = list(getattr(ds, "shard_sizes", None) or []) or None
+    return len(ds), shard_sizes, bool(ds.metadata.get("pre_shuffled", False))
+
+
+def _resolve_order(order: str, pre_shuffled: bool, shard_sizes: Any, n: int) -> str:
+    """`auto` -> sequential for pre-shuffled shards, else global; checks what the order needs."""
+    if order == "auto":
+        order = "sequential" if pre_shuffled else "global"
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {('auto', *ORDERS)}, got {order!r}")
+    if shard_sizes is not None and sum(int(s) for s in shard_sizes) != n:
+        raise ValueError(f"shard_sizes sum to {sum(shard_sizes)}, not {n}")
+    if order == "shard_block" and shard_sizes is None:
+        raise ValueError(
+            "order='shard_block' needs shard_sizes: pass the dataset as num_samples "
+            "or shard_sizes=ds.shard_sizes"
+        )
+    return order
+
+
 class GlobalSampler:
     """This rank's batches (np.ndarray of global sample indices, int64) for one epoch.
 
@@ -60,35 +93,16 @@ class GlobalSampler:
         shard_sizes: list[int] | None = None,
         window_shards: int = 2,
     ):
-        pre_shuffled = False
-        if hasattr(num_samples, "metadata"):  # a dataset: its length, shards and metadata
-            pre_shuffled = bool(num_samples.metadata.get("pre_shuffled", False))
-            if shard_sizes is None:
-                shard_sizes = list(getattr(num_samples, "shard_sizes", None) or [])
-                shard_sizes = shard_sizes or None
-            num_samples = len(num_samples)
+        num_samples, shard_sizes, pre_shuffled = _unpack_dataset(num_samples, shard_sizes)
         self.num_samples = _check_int("num_samples", num_samples, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
         self.world_size = _check_int("world_size", world_size, 1)
         self.rank = _check_int("rank", rank, 0)
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be < world_size {self.world_size}, got {rank}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        if not -(2**63) <= int(seed) < 2**64:
-            raise ValueError(f"seed must fit in 64 bits, got {seed}")
+        _check_seed(seed)
         self.window_shards = _check_int("window_shards", window_shards, 1)
-        if order == "auto":
-            order = "sequential" if pre_shuffled else "global"
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {('auto', *ORDERS)}, got {order!r}")
-        if shard_sizes is not None and sum(int(s) for s in shard_sizes) != self.num_samples:
-            raise ValueError(f"shard_sizes sum to {sum(shard_sizes)}, not {self.num_samples}")
-        if order == "shard_block" and shard_sizes is None:
-            raise ValueError(
-                "order='shard_block' needs shard_sizes: pass the dataset as num_samples "
-                "or shard_sizes=ds.shard_sizes"
-            )
+        order = _resolve_order(order, pre_shuffled, shard_sizes, self.num_samples)
         self.order = order
         self.drop_last = bool(drop_last)
         self.shard_sizes = None if shard_sizes is None else [int(s) for s in shard_sizes]
