@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pipeline.errors import PipelineError
 from pipeline.loader import GlobalSampler, ShardedTokenDataset, TokenLoader, make_doc_mask
 
 
@@ -173,4 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main()["same"] else 1)
+    try:
+        sys.exit(0 if main()["same"] else 1)
+    except PipelineError as exc:  # a bad shard folder: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
