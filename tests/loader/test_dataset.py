@@ -70,6 +70,16 @@ def test_get_batch_equals_items_in_order(tmp_path_factory, idx, max_open, compre
     assert ds.num_open_shards <= max_open
 
 
+def test_a_batch_spread_over_many_shards_opens_each_shard_once(tmp_path):
+    # rows interleave shards 0..3; with one open map, a row-by-row copy in batch order would
+    # open a shard per row (8 opens); visiting rows shard by shard opens each touched shard once
+    folder = write_shards(tmp_path / "raw", [30, 30, 30, 10])
+    ds = ShardedTokenDataset(folder, max_open_shards=1)
+    idx = [0, 30, 60, 90, 1, 31, 61, 91]
+    assert ids_of(ds.get_batch(idx)) == idx
+    assert ds.num_opens == 4
+
+
 def test_compressed_shards_are_decompressed_whole_into_the_cache(tmp_path):
     folder = write_shards(tmp_path / "z", [5, 7], compressed=True)
     ds = ShardedTokenDataset(folder, max_open_shards=1)
