@@ -23,6 +23,7 @@ from pipeline.quality.features import (
 )
 from pipeline.quality.logreg import load_model, roc_auc
 from pipeline.sources import toy
+from synth_text import docs, salad, zh_docs
 
 PROSE = (
     "The old farmer watched the river near the bridge. It was warm when the children "
@@ -144,7 +145,10 @@ def test_keep_rules():
 def test_toy_classifier_ranks_junk_below_good(toy_run):
     run_stages(
         toy_run,
-        {"download": {"source": "toy", "max_docs": 400, "docs_per_part": 100}, "quality": {}},
+        {
+            "download": {"source": "toy", "max_docs": 400, "docs_per_part": 100},
+            "quality": {"score": "mean"},
+        },
     )
     stats = _report(toy_run)
     assert stats["classifier"]["status"] == "trained"
@@ -173,7 +177,7 @@ def test_toy_classifier_ranks_junk_below_good(toy_run):
 def test_same_bytes_for_any_worker_count_and_model_reuse(tmp_path):
     stages = {
         "download": {"source": "toy", "max_docs": 300, "docs_per_part": 75},
-        "quality": {"keep_rule": "pareto"},
+        "quality": {"keep_rule": "pareto", "score": "mean"},
     }
     run_stages(tmp_path / "w1", stages, workers=1)
     run_stages(tmp_path / "w2", stages, workers=2)
@@ -185,7 +189,11 @@ def test_same_bytes_for_any_worker_count_and_model_reuse(tmp_path):
         assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel
     reuse = {
         **stages,
-        "quality": {"model_path": str(tmp_path / "w1/quality/model.npz"), "keep_rule": "pareto"},
+        "quality": {
+            "model_path": str(tmp_path / "w1/quality/model.npz"),
+            "keep_rule": "pareto",
+            "score": "mean",
+        },
     }
     run_stages(tmp_path / "reuse", reuse)
     assert _report(tmp_path / "reuse")["classifier"]["status"] == "loaded"
@@ -220,14 +228,14 @@ def test_keep_fraction_and_no_words(tmp_path):
 
 def test_identical_scores_fall_back_or_raise(tmp_path):
     src = _jsonl(tmp_path / "in.jsonl", [PROSE] * 50)
-    stages = {"download": {"source": "jsonl", "path": str(src)}, "quality": {}}
+    stages = {"download": {"source": "jsonl", "path": str(src)}, "quality": {"score": "mean"}}
     run_stages(tmp_path / "run", stages)
     stats = _report(tmp_path / "run")
     assert stats["classifier"]["status"] == "fallback_heuristic"
     assert "pseudo-bad" in stats["classifier"]["why"]
     assert stats["score"] == "heuristic" and stats["docs_out"] == 50
     assert not (tmp_path / "run/quality/model.npz").exists()
-    stages["quality"] = {"on_no_spread": "error"}
+    stages["quality"] = {"on_no_spread": "error", "score": "mean"}
     with pytest.raises(DataError, match="cannot bootstrap pseudo labels"):
         run_stages(tmp_path / "err", stages)
 
@@ -240,7 +248,9 @@ def test_single_huge_document(tmp_path):
         {"download": {"source": "jsonl", "path": str(src)}, "quality": {"max_chars": 20_000}},
     )
     stats = _report(tmp_path / "run")
-    assert stats["classifier"]["status"] == "fallback_heuristic"
+    # one document cannot train an LM (min_reference_docs): quality is the heuristic, stated
+    assert stats["lm"]["status"] == "fallback_heuristic"
+    assert "min_reference_docs" in stats["lm"]["why"]
     assert stats["docs_in"] == 1
     (row,) = _rows(tmp_path / "run")
     assert len(row["text"]) == len(huge)  # the document itself is never truncated
@@ -255,8 +265,10 @@ def test_seed_set_is_used_and_checked(tmp_path, toy_run):
         + "\n"
     )
     base = {"download": {"source": "toy", "max_docs": 400, "docs_per_part": 100}}
-    run_stages(toy_run, {**base, "quality": {"seed_set_path": str(seed)}})
+    run_stages(toy_run, {**base, "quality": {"seed_set_path": str(seed), "score": "mean"}})
     assert _report(toy_run)["classifier"]["seed_set_docs"] == 2
+    run_stages(toy_run, {**base, "quality": {"seed_set_path": str(seed)}})
+    assert _report(toy_run)["lm"]["classifiers"]["latin"]["seed_set_docs"] == {"good": 1, "bad": 1}
     seed.write_text('{"text": "no label"}\n')
     with pytest.raises(DataError, match="seed.jsonl:1"):
         run_stages(toy_run, {**base, "quality": {"seed_set_path": str(seed), "l2": 0.001}})
@@ -271,20 +283,25 @@ def test_recipe_errors(tmp_path):
             tmp_path, {**base, "quality": {"pseudo_bad_below": 0.9, "pseudo_good_above": 0.2}}
         )
     with pytest.raises(RecipeError, match="model_path: file .* not found"):
-        run_stages(tmp_path, {**base, "quality": {"model_path": str(tmp_path / "nope.npz")}})
+        run_stages(
+            tmp_path,
+            {**base, "quality": {"model_path": str(tmp_path / "nope.npz"), "score": "mean"}},
+        )
     with pytest.raises(RecipeError, match="keep_fraction: must be in"):
         run_stages(tmp_path, {**base, "quality": {"keep_fraction": 0.0}})
     bad_model = tmp_path / "bad.npz"
     bad_model.write_bytes(b"not a zip")
     with pytest.raises(DataError, match="not a quality model"):
-        run_stages(tmp_path / "r", {**base, "quality": {"model_path": str(bad_model)}})
+        run_stages(
+            tmp_path / "r", {**base, "quality": {"model_path": str(bad_model), "score": "mean"}}
+        )
 
 
 def test_quality_after_clean(tmp_path):
     stages = {
         "download": {"source": "toy", "max_docs": 400, "docs_per_part": 100},
         "clean": {},
-        "quality": {},
+        "quality": {"score": "mean"},
     }
     run_stages(tmp_path, stages)
     stats = _report(tmp_path)
@@ -297,7 +314,7 @@ def test_quality_after_clean(tmp_path):
     )
     assert stats["classifier"]["pseudo_bad_docs"] == 0
     assert all(0.0 <= r["quality"] <= 1.0 for r in _rows(tmp_path))
-    stages["quality"] = {"clean_rejects_as_bad": False}
+    stages["quality"] = {"clean_rejects_as_bad": False, "score": "mean"}
     run_stages(tmp_path, stages)
     assert _report(tmp_path)["classifier"]["status"] == "fallback_heuristic"
 
@@ -316,7 +333,7 @@ def test_empty_part_from_upstream(tmp_path):
     write_table(parts[1], docs_table([f"d{i}" for i in range(40)], texts, ["t"] * 40))
     out = tmp_path / "out"
     out.mkdir()
-    cfg = build_config(QualityConfig, {"min_train_docs": 5}, "quality")
+    cfg = build_config(QualityConfig, {"min_train_docs": 5, "score": "mean"}, "quality")
     inputs = {"dedup": StageInputs.from_dir("dedup", tmp_path / "in")}
     ctx = StageContext("quality", tmp_path, out, 1, inputs, "dedup", Executor(1), False)
     result = run(cfg, ctx)
@@ -326,3 +343,117 @@ def test_empty_part_from_upstream(tmp_path):
     )
     assert pq.read_table(out / "part-00000.parquet").num_rows == 0
     assert result.stats["docs_out"] == 30
+
+
+# ---------------------------------------------------------------- the LM and coherence (default)
+
+
+def _lm_rows(run: Path) -> list[dict]:
+    rows = []
+    for part in sorted((run / "quality").glob("**/part-*.parquet")):
+        kept = "rejected" not in part.parts
+        rows += [{**r, "kept": kept} for r in pq.read_table(part).to_pylist()]
+    return rows
+
+
+def _mixed(tmp_path: Path) -> tuple[Path, list[str]]:
+    real = docs(90, 10)
+    junk = salad(real[:30], 11) + [
+        " ".join(np.random.default_rng(i).permutation(t.split())) for i, t in enumerate(real[30:60])
+    ]
+    texts = real + junk
+    return _jsonl(tmp_path / "in.jsonl", texts), ["real"] * 90 + ["junk"] * 60
+
+
+def test_default_keeps_real_text_and_drops_salad(tmp_path):
+    src, kinds = _mixed(tmp_path)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 50}, "quality": {}}
+    run_stages(tmp_path / "run", stages)
+    stats = _report(tmp_path / "run")
+    assert stats["score"] == "combined" and stats["lm"]["status"] == "trained"
+    assert stats["lm"]["reference"] == "self" and stats["lm"]["folds"] == 4
+    rows = {r["id"]: r for r in _lm_rows(tmp_path / "run")}
+    kept = np.array([rows[f"d{i}"]["kept"] for i in range(len(kinds))])
+    real = np.array(kinds) == "real"
+    assert kept[real].mean() >= 0.95 and (~kept[~real]).mean() >= 0.9
+    r = rows["d0"]
+    assert r["quality"] == pytest.approx(
+        min(r["quality_heuristic"], r["quality_coherence"]), abs=1e-6
+    )
+    assert r["perplexity"] > 1.0 and r["context_gain"] > 0
+    hist = stats["perplexity_histogram"]
+    assert sum(hist["counts"]) == 150 and hist["threshold"] is None
+    assert stats["per_script"]["latin"]["docs"] == 150
+    assert stats["docs_in"] == stats["docs_out"] + stats["dropped_low_quality"]
+
+
+def test_same_bytes_for_one_or_two_workers(tmp_path):
+    src, _ = _mixed(tmp_path)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
+    run_stages(tmp_path / "w1", stages, workers=1)
+    run_stages(tmp_path / "w2", stages, workers=2)
+    files = sorted(
+        p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*.parquet")
+    )
+    assert len(files) >= 4
+    for rel in files:
+        assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel
+    assert not list((tmp_path / "w2/quality").glob(".*"))  # the workers' scorer file is gone
+
+
+def test_all_junk_corpus_is_mostly_dropped(tmp_path):
+    junk = salad(docs(60, 12), 13)
+    src = _jsonl(tmp_path / "in.jsonl", junk)
+    run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(src)}, "quality": {}})
+    stats = _report(tmp_path / "run")
+    # the reference is junk too, but context gain is an absolute rule: salad gains nothing
+    assert stats["docs_out"] <= 0.1 * stats["docs_in"]
+
+
+def test_unspaced_script_is_scored_by_the_lm_not_the_heuristic(tmp_path):
+    texts = zh_docs(40, 14) + docs(40, 15)
+    src = _jsonl(tmp_path / "in.jsonl", texts)
+    run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(src)}, "quality": {}})
+    stats = _report(tmp_path / "run")
+    assert stats["per_script"]["cjk"]["lm_scored"] == 40
+    assert stats["per_script"]["cjk"]["kept_share"] >= 0.9  # the heuristic alone drops them all
+    assert stats["lm"]["heuristic_not_applied_unspaced_docs"] == 40
+
+
+def test_file_reference_buckets_and_perplexity_cut(tmp_path):
+    ref = _jsonl(tmp_path / "ref.jsonl", docs(50, 16))
+    src = _jsonl(tmp_path / "in.jsonl", docs(40, 17))
+    quality = {"reference": str(ref), "perplexity_buckets": True}
+    stages = {"download": {"source": "jsonl", "path": str(src)}, "quality": quality}
+    run_stages(tmp_path / "run", stages)
+    stats = _report(tmp_path / "run")
+    assert stats["lm"]["reference"] == f"file:{ref}" and stats["lm"]["reference_docs"] == 50
+    buckets = [r["lm_bucket"] for r in _lm_rows(tmp_path / "run")]
+    assert {b: buckets.count(b) for b in set(buckets)} == {"head": 12, "middle": 12, "tail": 16}
+    assert set(stats["bucket_cutoffs_p30_p60"]) == {"latin"}
+    stages["quality"] = {"reference": str(ref), "max_perplexity": 1.0}
+    run_stages(tmp_path / "cut", stages)
+    stats = _report(tmp_path / "cut")
+    assert (
+        stats["dropped_high_perplexity"] == 40 and stats["perplexity_histogram"]["threshold"] == 1.0
+    )
+    assert {tuple(r["reasons"]) for r in _lm_rows(tmp_path / "cut")} == {("high_perplexity",)}
+
+
+def test_reference_errors(tmp_path):
+    src = _jsonl(tmp_path / "in.jsonl", docs(30, 18))
+    base = {"download": {"source": "jsonl", "path": str(src)}}
+    with pytest.raises(RecipeError, match="quality.reference: .*neither 'self', a builtin"):
+        run_stages(tmp_path / "a", {**base, "quality": {"reference": str(tmp_path / "nope.jsonl")}})
+    small = _jsonl(tmp_path / "small.jsonl", docs(3, 19))
+    with pytest.raises(DataError, match="too small to train the LM.*min_reference_docs"):
+        run_stages(tmp_path / "b", {**base, "quality": {"reference": str(small)}})
+    with pytest.raises(RecipeError, match="model_path: a saved pseudo-label model needs score"):
+        run_stages(tmp_path / "c", {**base, "quality": {"model_path": str(small)}})
+    one = _jsonl(tmp_path / "one.jsonl", docs(1, 20))
+    stages = {
+        "download": {"source": "jsonl", "path": str(one)},
+        "quality": {"on_no_spread": "error"},
+    }
+    with pytest.raises(DataError, match="quality.reference: reference self too small"):
+        run_stages(tmp_path / "d", stages)

@@ -1,8 +1,9 @@
 """quality: score every document in [0, 1] and drop the low ones (`quality` column on all rows).
 
-Heuristic score = sigmoid of a linear combination of document statistics; classifier = logistic
-regression on hashed word 1+2-grams + those statistics, trained on the heuristic's top/bottom
-share as pseudo labels (+ an optional labelled seed set). Saved as model.npz, reusable.
+Heuristic score = sigmoid of a linear combination of document statistics. Coherence = a
+classifier over features of a reference n-gram LM (k folds, so nothing scores itself), trained
+on reference documents against seeded corruptions of them. Default `quality` = min(heuristic,
+coherence). The older pseudo-label classifier (hashed 1+2-grams) stays as `score: classifier`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pipeline.io import (
     write_rejected,
     write_table,
 )
-from pipeline.quality import select
+from pipeline.quality import lmstage, select
+from pipeline.quality import reference as refmod
+from pipeline.quality.coherence import FEATURE_NAMES
 from pipeline.quality.features import (
     DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
@@ -38,11 +41,13 @@ from pipeline.quality.features import (
     vstack,
 )
 from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc, train
+from pipeline.quality.ngram import char_script_share
 from pipeline.stage import Stage, StageContext, StageResult
 
 MODEL_FILE = "model.npz"
 HASH_SEED = 0  # fixed: a saved model must hash words exactly as it did in training
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
+UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
 QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
 
 
@@ -52,7 +57,17 @@ def _weights() -> dict[str, float]:
 
 @dataclass(frozen=True)
 class QualityConfig:
-    score: Literal["mean", "classifier", "heuristic"] = "mean"  # `quality`; mean of the two
+    # combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier
+    score: Literal["combined", "coherence", "heuristic", "classifier", "mean"] = "combined"
+    reference: str = "self"  # LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file
+    reference_min_heuristic: float = bounded(0.5, ge=0.0, le=1.0)  # self: heuristic >= this
+    reference_max_chars: int = bounded(8_000_000, ge=1000)  # reference sample size (~2M tokens)
+    min_reference_docs: int = bounded(20, ge=2)  # per script; fewer: that script has no LM score
+    lm_order: int = bounded(4, ge=2, le=6)  # n-gram order
+    lm_folds: int = bounded(4, ge=2, le=10)  # k: a document is scored by the model without its fold
+    coherence_train_docs: int = bounded(4_000, ge=4)  # positives + negatives, seeded sample
+    max_perplexity: float | None = None  # also drop documents above this LM perplexity
+    perplexity_buckets: bool = False  # add CCNet's head/middle/tail `lm_bucket` column
     keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # pareto: GPT-3 style
     min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
     keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this best share
@@ -88,6 +103,14 @@ class QualityConfig:
                 f"{path}.heuristic_weights.{unknown[0]}",
                 f"unknown statistic; expected one of {', '.join(STAT_NAMES)}",
             )
+        why = refmod.check(self.reference)
+        if why:
+            raise RecipeError(f"{path}.reference", why)
+        if self.model_path and self.score not in ("classifier", "mean"):
+            raise RecipeError(
+                f"{path}.model_path",
+                f"a saved pseudo-label model needs score: classifier or mean, got {self.score}",
+            )
         for key in ("seed_set_path", "model_path"):
             value = getattr(self, key)
             if value is not None and not Path(value).is_file():
@@ -97,14 +120,17 @@ class QualityConfig:
 # ---------------------------------------------------------------- per-part work (map)
 
 
-def _scan_part(path: Path, max_chars: int) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
-    """(stats float32 [n, k], no_words bool [n], hidden labels or None) of one part."""
+def _scan_part(path: Path, max_chars: int) -> tuple:
+    """(stats float32 [n, k], no_words bool [n], hidden labels or None, chars int64 [n],
+    unspaced bool [n]: mostly written in a script without spaces)."""
     table = read_table(path)
     texts = table.column("text").to_pylist()
     stats = stats_matrix(texts, max_chars)
     no_words = np.array([not t[:max_chars].split() for t in texts], bool)
     labels = table.column("label").to_pylist() if "label" in table.column_names else None
-    return stats, no_words, labels
+    chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, count=len(texts))
+    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
+    return stats, no_words, labels, chars, unspaced
 
 
 def _part_features(item: tuple[Path, np.ndarray], dims: int, max_chars: int) -> Csr:
@@ -124,19 +150,24 @@ def _score_part(item: tuple[Path, np.ndarray], model: Model, max_chars: int) -> 
 
 def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
     """Write kept rows to part-i and dropped rows to rejected/part-i (input columns + quality)."""
-    index, path, scores, keep, no_words, example_rows = item
+    index, path, scores, keep, reason, example_rows, columns = item
     table = read_table(path)
-    for name in ("quality", "reasons"):  # a re-scored input: replace, never duplicate
+    for name in ("quality", "reasons", *columns):  # a re-scored input: replace, never duplicate
         if name in table.column_names:
             table = table.drop_columns([name])
     table = table.append_column("quality", pa.array(scores.astype(np.float32), pa.float32()))
+    for name, values in columns.items():
+        if values.dtype == object:
+            table = table.append_column(name, pa.array(values.tolist(), pa.string()))
+        else:
+            table = table.append_column(name, pa.array(values.astype(np.float32), pa.float32()))
     texts = table.column("text").to_pylist()
     kept = table.filter(pa.array(keep))
     outputs = [part_name(index)]
     write_table(out_dir / outputs[0], kept)
     if not keep.all():
         dropped = table.filter(pa.array(~keep))
-        reasons = [["no_words" if e else "low_quality"] for e in no_words[~keep]]
+        reasons = [[r] for r in reason[~keep]]
         outputs.append(write_rejected(out_dir, index, dropped, reasons))
     ids = table.column("id").to_pylist()
     examples = {int(r): (ids[r], texts[r][:100]) for r in example_rows}
@@ -323,9 +354,11 @@ class _Scored:
     offsets: np.ndarray  # int64 [num_parts + 1]: global row range of each part
     scorable: np.ndarray  # bool [n]: has at least one word
     labels: list[str] | None  # hidden labels (toy corpus), when every part has them
-    scores: dict[str, np.ndarray]  # heuristic (+ classifier, mean): float64 [n]
+    scores: dict[str, np.ndarray]  # heuristic, combined (+ coherence, classifier, mean): [n]
     model: Model | None
     info: dict[str, Any]  # what happened to the classifier, for the report
+    lm: dict[str, np.ndarray] = field(default_factory=dict)  # perplexity, context_gain, script
+    lm_info: dict[str, Any] = field(default_factory=dict)
 
 
 def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
@@ -335,15 +368,61 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
     stats = np.vstack([s[0] for s in scans])
     scorable = ~np.concatenate([s[1] for s in scans])
     labels = None if any(s[2] is None for s in scans) else [x for s in scans for x in s[2]]
+    chars = np.concatenate([s[3] for s in scans])
+    unspaced = np.concatenate([s[4] for s in scans])
     heur = heuristic_score(stats, {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}, cfg.heuristic_bias)
-    model, info = _train_or_load(cfg, ctx, stats, heur, scorable, offsets)
     scores = {"heuristic": heur}
+    # the heuristic counts whitespace words and English stop words: meaningless for Chinese or
+    # Japanese, so those documents join the reference and get quality = coherence alone
+    heur_lm = np.where(unspaced, 1.0, heur)
+    lm_cols: dict[str, np.ndarray] = {}
+    lm_info: dict[str, Any] = {"status": "not_used"}
+    if cfg.score in ("combined", "coherence") or cfg.max_perplexity or cfg.perplexity_buckets:
+        # the seed set teaches coherence too; clean's rejects do not (they are short or
+        # boilerplate, not incoherent, and would teach the classifier a domain)
+        extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
+        lm = lmstage.fit_reference(cfg, ctx, heur_lm, scorable, chars, offsets)
+        if lm.scorer is not None:
+            lm_cols = lmstage.score_all(ctx, lm.scorer, offsets, cfg.max_chars)
+            feats = lm_cols.pop("features")
+            lm_cols["coherence"] = lmstage.fit_coherence(lm, feats, lm_cols["script"], extra)
+            has = feats[:, FEATURE_NAMES.index("log_tokens")] > 0
+            lm_cols["perplexity"] = np.where(has, np.exp(-feats[:, 0]), np.nan)
+            lm_cols["context_gain"] = np.where(has, feats[:, 1], np.nan)
+            coh = np.where(np.isnan(lm_cols["coherence"]), heur_lm, lm_cols["coherence"])
+            scores["coherence"] = coh
+            # the weakest link: a document must pass both (salad passes the heuristic, spam
+            # and boilerplate pass coherence); a script without an LM gets the heuristic
+            scores["combined"] = np.minimum(heur_lm, coh)
+        else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
+            scores["combined"] = heur_lm
+        lm_info = {**lm.info, "heuristic_not_applied_unspaced_docs": int(unspaced.sum())}
+    model, info = None, {"status": "not_used"}
+    if cfg.score in ("classifier", "mean"):
+        model, info = _train_or_load(cfg, ctx, stats, heur, scorable, offsets)
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
         items = [(p, stats[offsets[i] : offsets[i + 1]]) for i, p in enumerate(parts)]
         scores["classifier"] = np.concatenate(ctx.executor.map(fn, items, desc="quality score"))
         scores["mean"] = (scores["classifier"] + heur) / 2.0
-    return _Scored(offsets, scorable, labels, scores, model, info)
+    return _Scored(offsets, scorable, labels, scores, model, info, lm_cols, lm_info)
+
+
+def _columns(sc: _Scored, cfg: QualityConfig) -> tuple[dict[str, np.ndarray], dict]:
+    """Component columns written next to `quality` (float32; lm_bucket is a string)."""
+    cols = {"quality_heuristic": sc.scores["heuristic"]}
+    extra: dict[str, Any] = {}
+    if sc.lm:
+        cols["quality_coherence"] = sc.lm["coherence"]  # NaN: no LM for the document's script
+        cols["perplexity"] = sc.lm["perplexity"]
+        cols["context_gain"] = sc.lm["context_gain"]
+        if cfg.perplexity_buckets:
+            cols["lm_bucket"], extra["bucket_cutoffs_p30_p60"] = lmstage.buckets(
+                sc.lm["perplexity"], sc.lm["script"]
+            )
+    if "classifier" in sc.scores:
+        cols["quality_classifier"] = sc.scores["classifier"]
+    return cols, extra
 
 
 def _write(
@@ -352,20 +431,36 @@ def _write(
     sc: _Scored,
     final: np.ndarray,
     keep: np.ndarray,
+    reason: np.ndarray,
     deciles: list[tuple[int, int]],
+    columns: dict[str, np.ndarray],
 ) -> tuple[list[dict], dict]:
     """Write every part; returns the per-part results and {global row: (id, text[:100])}."""
     items = []
     for i, p in enumerate(parts):
         lo, hi = sc.offsets[i], sc.offsets[i + 1]
         rows = [r - lo for _, r in deciles if lo <= r < hi]
-        items.append((i, p, final[lo:hi], keep[lo:hi], ~sc.scorable[lo:hi], rows))
+        cols = {k: v[lo:hi] for k, v in columns.items()}
+        items.append((i, p, final[lo:hi], keep[lo:hi], reason[lo:hi], rows, cols))
     fn = functools.partial(_write_part, out_dir=ctx.out_dir)
     written = ctx.executor.map(fn, items, desc="quality write")
     examples = {}
     for w, lo in zip(written, sc.offsets[:-1], strict=True):
         examples.update({int(lo) + r: v for r, v in w["examples"].items()})
     return written, examples
+
+
+def _lm_report(sc: _Scored, cfg: QualityConfig, keep: np.ndarray, extra: dict) -> dict:
+    out: dict[str, Any] = {"lm": sc.lm_info}
+    if sc.lm:
+        out["perplexity_histogram"] = lmstage.perplexity_histogram(
+            sc.lm["perplexity"][sc.scorable], cfg.max_perplexity
+        )
+        out["per_script"] = lmstage.per_script(sc.lm, sc.scorable, keep)
+        out.update(extra)
+    if "coherence" in sc.scores:
+        out["coherence_histogram"] = select.histogram(sc.scores["coherence"][sc.scorable], None)
+    return out
 
 
 def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
@@ -379,17 +474,25 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     keep, threshold = select.keep_mask(
         cfg.keep_rule, final, ok, cfg.min_score, cfg.keep_fraction, cfg.pareto_alpha, ctx.seed
     )
+    reason = np.where(ok, "low_quality", "no_words").astype(object)
+    if cfg.max_perplexity is not None and sc.lm:
+        high = ok & keep & (sc.lm["perplexity"] > cfg.max_perplexity)
+        keep &= ~high
+        reason[high] = "high_perplexity"
     deciles = select.decile_rows(final, ok)
-    written, examples = _write(ctx, parts, sc, final, keep, deciles)
+    columns, extra = _columns(sc, cfg)
+    written, examples = _write(ctx, parts, sc, final, keep, reason, deciles, columns)
     outputs = [o for w in written for o in w["outputs"]]
     if sc.model is not None and not cfg.model_path:
         atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(sc.model))
         outputs.append(MODEL_FILE)
         sc.info["model_file"] = MODEL_FILE
+    dropped = ~keep
     stats_out = {
         "docs_in": int(len(final)),
         "docs_out": int(keep.sum()),
-        "dropped_low_quality": int((~keep & ok).sum()),
+        "dropped_low_quality": int((dropped & (reason == "low_quality")).sum()),
+        "dropped_high_perplexity": int((dropped & (reason == "high_perplexity")).sum()),
         "dropped_no_words": int((~ok).sum()),
         "bytes_in": sum(w["bytes_in"] for w in written),
         "bytes_out": sum(w["bytes_out"] for w in written),
@@ -399,6 +502,7 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         "score_mean": round(float(final[ok].mean()), 4) if ok.any() else None,
         "score_histogram": select.histogram(final[ok], threshold),
         "heuristic_histogram": select.histogram(sc.scores["heuristic"][ok], None),
+        **_lm_report(sc, cfg, keep, extra),
         "decile_examples": [
             {
                 "decile": d,
@@ -413,6 +517,8 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     for key in ("status", "holdout_agreement"):  # flat copies for `pipeline report`'s table
         if key in sc.info:
             stats_out[f"classifier_{key}"] = sc.info[key]
+    if "status" in sc.lm_info:
+        stats_out["lm_status"] = sc.lm_info["status"]
     label_auc = _label_auc(sc.labels, sc.scores)
     if label_auc is not None:
         stats_out["hidden_label_auc"] = label_auc
@@ -422,4 +528,4 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
 
 
 # clean's rejects join the bad class when the run has a clean stage (clean_rejects_as_bad)
-STAGE = Stage("quality", QualityConfig, run, version="1", needs=("download",), uses=("clean",))
+STAGE = Stage("quality", QualityConfig, run, version="2", needs=("download",), uses=("clean",))

@@ -1,0 +1,137 @@
+"""Per-document language-model features and the coherence classifier over them.
+
+Features come from an n-gram model that never saw the document (its fold's model): the mean
+log-probability, the *context gain* (mean ln P_KN(w | context) − ln P_unigram(w): what the
+preceding words add; word salad drawn from the corpus's own vocabulary and shuffled words gain
+~nothing, real prose of any domain gains a lot), its worst 32-token block and the share of
+tokens in blocks that gain nothing (one salad block in a good page), and the share of tokens
+whose bigram / trigram the model had seen, overall and between common words, and the gain of
+the longer contexts over the bigram one (a word-bigram chain is fluent pair by pair only). The
+classifier is a dense logistic regression (Newton steps, L2) from those features to
+P(coherent), trained on reference documents (1) against seeded corruptions of them (0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.hashing import mix64
+from pipeline.quality.ngram import NgramLM, Tokens
+
+FEATURE_NAMES = (
+    "log_prob",
+    "context_gain",
+    "worst_block_gain",
+    "bigram_hits",
+    "trigram_hits",
+    "log_tokens",
+    "common_pair_hits",
+    "common_pair_gain",
+    "low_block_share",
+    "long_context_gain",
+)
+COMMON_COUNT = 20  # a word seen this often in the reference is "common" (see common_pair_*)
+BLOCK_TOKENS = 32  # block window; a document's last partial block joins the one before
+LOW_BLOCK_GAIN = 0.0  # a block whose words gain nothing from context reads as salad
+
+
+def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray) -> np.ndarray:
+    """float64 [n, len(FEATURE_NAMES)], each document scored by the model of its fold (int
+    [n], 0..lm.num_folds-1); documents without tokens get zeros."""
+    n = len(tokens.lengths)
+    out = np.zeros((n, len(FEATURE_NAMES)))
+    if len(tokens.ids) == 0:
+        return out
+    lp, lu, hit, uni, lp2 = lm.log_probs(tokens, fold)
+    gain = lp - lu
+    doc = np.repeat(np.arange(n, dtype=np.int64), tokens.lengths)
+    num = np.maximum(tokens.lengths, 1).astype(np.float64)
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        return np.bincount(doc, weights=x, minlength=n) / num
+
+    out[:, 0] = mean(lp)
+    out[:, 1] = mean(gain)
+    out[:, 3] = mean((hit >= 2).astype(np.float64))
+    out[:, 4] = mean((hit >= 3).astype(np.float64))
+    out[:, 5] = np.log1p(tokens.lengths)
+    # what the words before the previous one add: ~0 for a bigram chain (locally fluent salad)
+    out[:, 9] = mean(lp - lp2)
+    out[:, 2], out[:, 8] = _blocks(gain, doc, tokens.lengths)
+    # pairs of common words: real text of any domain uses their seen bigrams; salad, shuffles
+    # and dropped words make unseen pairs of common words (rare words miss in any case)
+    starts = np.concatenate([[0], np.cumsum(tokens.lengths)])[:-1]
+    first = np.zeros(len(gain), bool)
+    first[starts[tokens.lengths > 0]] = True
+    prev = np.concatenate([[0.0], uni[:-1]])
+    pair = (uni >= COMMON_COUNT) & (prev >= COMMON_COUNT) & ~first
+    num_pair = np.bincount(doc[pair], minlength=n).astype(np.float64)
+    ok = num_pair > 0
+    hits = np.bincount(doc[pair], weights=(hit[pair] >= 2).astype(np.float64), minlength=n)
+    pg = np.bincount(doc[pair], weights=gain[pair], minlength=n)
+    out[:, 6] = np.where(ok, hits / np.maximum(num_pair, 1), 0.0)
+    out[:, 7] = np.where(ok, pg / np.maximum(num_pair, 1), 0.0)
+    out[tokens.lengths == 0] = 0.0
+    return out
+
+
+def _blocks(gain: np.ndarray, doc: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per document over consecutive BLOCK_TOKENS-token blocks: the lowest mean gain, and the
+    share of tokens in blocks whose mean gain is below LOW_BLOCK_GAIN (a salad part)."""
+    n = len(lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)])[:-1]
+    pos = np.arange(len(gain)) - starts[doc]
+    blocks_per_doc = np.maximum(lengths // BLOCK_TOKENS, 1)
+    local = np.minimum(pos // BLOCK_TOKENS, blocks_per_doc[doc] - 1)
+    block_start = np.concatenate([[0], np.cumsum(blocks_per_doc)])[:-1]
+    block = block_start[doc] + local
+    nb = int(blocks_per_doc.sum())
+    counts = np.bincount(block, minlength=nb).astype(np.float64)
+    means = np.bincount(block, weights=gain, minlength=nb) / np.maximum(counts, 1.0)
+    worst = np.minimum.reduceat(means, block_start)  # blocks of a document are contiguous
+    block_doc = np.repeat(np.arange(n), blocks_per_doc)
+    low = np.bincount(block_doc, weights=counts * (means < LOW_BLOCK_GAIN), minlength=n)
+    return worst, low / np.maximum(lengths, 1)
+
+
+def fold_of(rows: np.ndarray, num_folds: int, seed: int) -> np.ndarray:
+    """Fold (0..num_folds-1) of each global row or reference index: a seeded hash, so folds do
+    not follow part boundaries or the input order."""
+    x = rows.astype(np.uint64) ^ np.uint64(seed & 0xFFFF_FFFF_FFFF_FFFF)
+    h = mix64(x + np.uint64(0x632BE59BD9B4E019), inplace=True)
+    return (h % np.uint64(num_folds)).astype(np.int64)
+
+
+@dataclass
+class Coherence:
+    """Logistic regression over standardised FEATURE_NAMES: P(coherent) = sigmoid(z·w + b)."""
+
+    mean: np.ndarray  # float64 [F]
+    std: np.ndarray  # float64 [F]
+    w: np.ndarray  # float64 [F]
+    b: float
+
+    def predict(self, feats: np.ndarray) -> np.ndarray:
+        z = (feats - self.mean) / self.std
+        return 0.5 * (1.0 + np.tanh(0.5 * (z @ self.w + self.b)))
+
+
+def train_coherence(feats: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> Coherence:
+    """Class-balanced L2 logistic regression by 25 Newton steps (deterministic, F ~ 6)."""
+    mean, std = feats.mean(axis=0), feats.std(axis=0)
+    std = np.where(std > 1e-9, std, 1.0)
+    z = np.hstack([(feats - mean) / std, np.ones((len(feats), 1))])
+    y = y.astype(np.float64)
+    pos = max(float(y.sum()), 1.0)
+    sw = np.where(y > 0.5, 0.5 / pos, 0.5 / max(len(y) - pos, 1.0))
+    theta = np.zeros(z.shape[1])
+    reg = np.full(z.shape[1], l2)
+    reg[-1] = 0.0
+    for _ in range(25):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (z @ theta)))
+        grad = z.T @ (sw * (p - y)) + reg * theta
+        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(reg + 1e-9)
+        theta -= np.linalg.solve(hess, grad)
+    return Coherence(mean, std, theta[:-1].copy(), float(theta[-1]))

@@ -1,0 +1,93 @@
+"""The fitted LM scorer (fold n-gram models + coherence classifiers) as one .npz file.
+
+Written once by the driver; every worker process loads it once (cached by path and size), so
+parts never carry the model through pickling. Stored uncompressed with fixed timestamps and
+member order: the same scorer gives the same bytes. Loaded with allow_pickle=False.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import DataError
+from pipeline.quality.coherence import Coherence
+from pipeline.quality.lmscore import LMParams, LMScorer
+from pipeline.quality.ngram import TOKENIZER_VERSION, HashTable, NgramLM
+
+LM_FORMAT = "pipeline-quality-ngram-v1"
+
+
+def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
+    out = {"discounts": lm.discounts, "uni_counts": lm.uni_counts}
+    for k, (t, v) in enumerate(zip(lm.tables, lm.values, strict=True)):
+        out.update({f"o{k}.keys": t.keys, f"o{k}.offsets": t.offsets, f"o{k}.values": v})
+    for k, t in enumerate(lm.ctx_tables):
+        out[f"c{k}.keys"], out[f"c{k}.offsets"] = t.keys, t.offsets
+        out[f"c{k}.total"], out[f"c{k}.types"] = lm.ctx_total[k], lm.ctx_types[k]
+    return out
+
+
+def scorer_bytes(sc: LMScorer) -> bytes:
+    meta = {
+        "format": LM_FORMAT,
+        "tokenizer": TOKENIZER_VERSION,
+        "order": sc.lm.order,
+        "params": sc.params.__dict__,
+        "usable": sc.usable,
+        "classifiers": {
+            str(s): {"mean": c.mean.tolist(), "std": c.std.tolist(), "w": c.w.tolist(), "b": c.b}
+            for s, c in sc.classifiers.items()
+        },
+        "info": sc.info,
+    }
+    arrays = {"meta_json": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
+    arrays.update(_arrays(sc.lm))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for name, arr in arrays.items():
+            member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with zf.open(member, "w") as out:
+                np.lib.format.write_array(out, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+@functools.lru_cache(maxsize=2)
+def _load_cached(path: str, size: int) -> LMScorer:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(bytes(f["meta_json"]).decode())
+            if meta.get("format") != LM_FORMAT or meta.get("tokenizer") != TOKENIZER_VERSION:
+                raise DataError(path, f"not a {LM_FORMAT} file with tokenizer {TOKENIZER_VERSION}")
+            n = meta["order"]
+
+            def table(prefix: str) -> HashTable:
+                return HashTable(f[f"{prefix}.keys"], f[f"{prefix}.offsets"])
+
+            lm = NgramLM(
+                n,
+                [table(f"o{k}") for k in range(n)],
+                [f[f"o{k}.values"] for k in range(n)],
+                [table(f"c{k}") for k in range(n - 1)],
+                [f[f"c{k}.total"] for k in range(n - 1)],
+                [f[f"c{k}.types"] for k in range(n - 1)],
+                f["discounts"],
+                f["uni_counts"],
+            )
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise DataError(path, f"not a quality LM file ({exc})") from None
+    classifiers = {
+        int(s): Coherence(np.array(c["mean"]), np.array(c["std"]), np.array(c["w"]), c["b"])
+        for s, c in meta["classifiers"].items()
+    }
+    return LMScorer(lm, classifiers, LMParams(**meta["params"]), meta["usable"], meta["info"])
+
+
+def load_scorer(path: Path) -> LMScorer:
+    """The scorer in `path`, loaded once per process."""
+    return _load_cached(str(path), Path(path).stat().st_size)

@@ -1,0 +1,214 @@
+"""Fit the reference LM (k folds) and the per-script coherence classifiers; score any texts.
+
+Pure functions of texts, global row numbers and a seed; the quality stage does the I/O. A
+reference document in fold f trains every model but model f, and any document in fold f is
+scored by model f, so with `self` no document is ever scored by a model that saw it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipeline.quality.coherence import (
+    FEATURE_NAMES,
+    Coherence,
+    doc_features,
+    fold_of,
+    train_coherence,
+)
+from pipeline.quality.corrupt import KINDS, corrupt_tokens
+from pipeline.quality.logreg import roc_auc
+from pipeline.quality.ngram import SCRIPTS, NgramLM, Tokens, tokenize, train_lm
+
+# Sentence shuffles keep every n-gram but those across a sentence boundary: the LM features
+# cannot see them (train AUC ~0.51 measured), so as negatives they would only add label noise.
+# Block shuffles and bigram chains sit closest to real text: as negatives they pulled the
+# boundary into real documents (Shakespeare kept 39% instead of 87% on the benchmark), so they
+# are made only to report how well the classifier does on kinds it did not train on.
+TRAIN_KINDS = ("word_shuffle", "unigram_salad", "word_drop", "salad_block")
+HELD_OUT_KINDS = tuple(k for k in KINDS if k not in TRAIN_KINDS)
+# Context gain (nats/token) below which context makes words *less* likely than their corpus
+# frequency: no real text does that; salad and shuffles do (~-0.6 measured). Coherence is
+# multiplied by sigmoid((gain - GAIN_FLOOR) / GAIN_SCALE), an absolute rule that holds even
+# when the reference itself is junk (an all-junk corpus), and such reference documents are
+# not used as positives.
+GAIN_FLOOR = 0.0
+GAIN_SCALE = 0.1
+# Share of a document in 32-token blocks that gain nothing from context: real text measured
+# <= 0.15 (99th percentile, any source), half-salad pages ~0.42. Up to LOW_OK costs nothing,
+# from LOW_MAX on coherence is 0, linear in between.
+LOW_OK, LOW_MAX = 0.2, 0.45
+
+
+def gain_gate(feats: np.ndarray) -> np.ndarray:
+    """Absolute rules on top of the classifier: sigmoid((gain - GAIN_FLOOR) / GAIN_SCALE) times
+    clip((LOW_MAX - low_block_share) / (LOW_MAX - LOW_OK), 0, 1)."""
+    gain, low = feats[:, 1], feats[:, FEATURE_NAMES.index("low_block_share")]
+    salad = np.clip((LOW_MAX - low) / (LOW_MAX - LOW_OK), 0.0, 1.0)
+    return 0.5 * (1.0 + np.tanh(0.5 * (gain - GAIN_FLOOR) / GAIN_SCALE)) * salad
+
+
+@dataclass(frozen=True)
+class LMParams:
+    order: int = 4
+    num_folds: int = 4
+    min_reference_docs: int = 20  # per script: fewer -> that script gets no LM score
+    max_train_docs: int = 4_000  # coherence classifier: positives (half) + negatives (half)
+    max_chars: int = 100_000
+    seed: int = 0
+
+
+@dataclass
+class LMScorer:
+    lm: NgramLM  # one model per fold (columns)
+    classifiers: dict[int, Coherence]  # script index -> classifier (scripts with a reference)
+    params: LMParams
+    usable: list[int]  # scripts with min_reference_docs reference documents
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def features(self, texts: list[str], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(features float64 [n, F], script int8 [n]) of texts at global rows `rows` (scored by
+        the model of fold_of(row)). Needs no classifier: runs in the workers."""
+        toks = tokenize(texts, self.params.max_chars)
+        fold = fold_of(rows, self.lm.num_folds, self.params.seed)
+        return doc_features(self.lm, toks, fold), toks.script
+
+    def coherence(self, feats: np.ndarray, script: np.ndarray) -> np.ndarray:
+        """float64 [n]: P(coherent) x the absolute gates; NaN where the script has no model or
+        the document no tokens."""
+        coh = np.full(len(feats), np.nan)
+        for s, clf in self.classifiers.items():
+            m = (script == s) & (feats[:, FEATURE_NAMES.index("log_tokens")] > 0)
+            coh[m] = clf.predict(feats[m]) * gain_gate(feats[m])
+        return coh
+
+
+@dataclass
+class Reference:
+    """The tokenised reference and the fold of each of its documents."""
+
+    tokens: Tokens
+    rows: np.ndarray  # int64: global rows (self) or reference indices (file, builtin)
+
+
+def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tuple:
+    """(LMScorer without classifiers, Reference), or (why there is none, None): no script has
+    min_reference_docs reference documents. A document's fold is fold_of(its row)."""
+    toks = tokenize(ref_texts, params.max_chars)
+    has = toks.lengths > 0
+    counts = np.bincount(toks.script[has], minlength=len(SCRIPTS))
+    usable = [s for s in range(len(SCRIPTS)) if counts[s] >= max(params.min_reference_docs, 2)]
+    per_script = {SCRIPTS[s]: int(counts[s]) for s in range(len(SCRIPTS)) if counts[s]}
+    if not usable:
+        why = (
+            f"the reference has {int(has.sum())} documents with words ({per_script}); "
+            f"a script needs min_reference_docs={params.min_reference_docs}"
+        )
+        return why, None
+    k = int(min(params.num_folds, max(int(has.sum()), 2)))
+    keep = np.flatnonzero(has)
+    ref = Reference(toks.doc_slice(keep), ref_rows[keep])
+    lm = train_lm(ref.tokens, params.order, fold_of(ref.rows, k, params.seed), k)
+    info: dict[str, Any] = {
+        "reference_docs": int(has.sum()),
+        "reference_tokens": int(toks.lengths.sum()),
+        "reference_docs_per_script": per_script,
+        "order": params.order,
+        "folds": k,
+        "ngrams": lm.num_ngrams,
+        "discounts_fold0": [round(float(d), 4) for d in lm.discounts[:, 0]],
+    }
+    return LMScorer(lm, {}, params, usable, info), ref
+
+
+def fit_classifiers(
+    sc: LMScorer,
+    ref: Reference,
+    ref_feats: np.ndarray | None,
+    extra: tuple[list[str], np.ndarray] | None = None,
+) -> None:
+    """Train one coherence classifier per usable script into `sc`. `ref_feats`: the reference
+    documents' features if already computed (self: the corpus pass), else computed here;
+    `extra` = labelled texts (a seed set: 1 good, 0 bad)."""
+    if ref_feats is None:
+        fold = fold_of(ref.rows, sc.lm.num_folds, sc.params.seed)
+        ref_feats = doc_features(sc.lm, ref.tokens, fold)
+    sc.info["classifiers"] = {}
+    for s in sc.usable:
+        clf, cinfo = _fit_script(s, ref, ref_feats, sc.lm, sc.params, extra)
+        sc.classifiers[s] = clf
+        sc.info["classifiers"][SCRIPTS[s]] = cinfo
+
+
+def _fit_script(
+    script: int,
+    ref: Reference,
+    ref_feats: np.ndarray,
+    lm: NgramLM,
+    params: LMParams,
+    extra: tuple[list[str], np.ndarray] | None,
+) -> tuple[Coherence, dict[str, Any]]:
+    """Positives: this script's reference documents (capped, seeded); negatives: one
+    corruption of each, scored by the fold model of its source (which never saw the source)."""
+    idx = np.flatnonzero(ref.tokens.script == script)
+    rng = np.random.default_rng(params.seed + script)
+    cap = max(params.max_train_docs // 2, 1)
+    if len(idx) > cap:
+        idx = np.sort(rng.choice(idx, cap, replace=False))
+    bad, kinds = corrupt_tokens(
+        ref.tokens.doc_slice(idx), TRAIN_KINDS + HELD_OUT_KINDS, params.seed
+    )
+    fold = fold_of(ref.rows[idx], lm.num_folds, params.seed)
+    f_pos = ref_feats[idx]
+    f_neg = doc_features(lm, bad, fold)
+    coherent = f_pos[:, 1] >= GAIN_FLOOR  # the positives: reference documents context helps
+    f_pos, f_neg, kinds = (
+        f_pos[coherent],
+        f_neg[coherent],
+        [k for k, c in zip(kinds, coherent, strict=True) if c],
+    )
+    kinds_arr = np.array(kinds)
+    train_neg = np.isin(kinds_arr, TRAIN_KINDS)
+    X = [f_pos, f_neg[train_neg]]
+    y = [np.ones(len(f_pos)), np.zeros(int(train_neg.sum()))]
+    n_extra = {"good": 0, "bad": 0}
+    if extra is not None and extra[0]:
+        etok = tokenize(extra[0], params.max_chars)
+        sel = np.flatnonzero((etok.script == script) & (etok.lengths > 0))
+        if len(sel):
+            X.append(doc_features(lm, etok.doc_slice(sel), np.zeros(len(sel), np.int64)))
+            y.append(extra[1][sel].astype(np.float64))
+            n_extra = {"good": int(extra[1][sel].sum()), "bad": int((extra[1][sel] == 0).sum())}
+    if len(f_pos) < 2:  # no reference document of this script gains from context: gate only
+        clf = Coherence(
+            np.zeros(len(FEATURE_NAMES)),
+            np.ones(len(FEATURE_NAMES)),
+            np.zeros(len(FEATURE_NAMES)),
+            4.0,
+        )
+    else:
+        clf = train_coherence(np.vstack(X), np.concatenate(y))
+    p_pos = clf.predict(f_pos) * gain_gate(f_pos)
+    p_neg = clf.predict(f_neg) * gain_gate(f_neg)
+    auc = {}
+    for kind in dict.fromkeys(kinds):
+        sel = kinds_arr == kind
+        both = np.concatenate([p_pos, p_neg[sel]])
+        a = roc_auc(both, np.r_[np.ones(len(p_pos)), np.zeros(int(sel.sum()))])
+        auc[kind] = None if a is None else round(a, 4)
+    info = {
+        "positives": int(len(f_pos)),
+        "reference_docs_below_gain_floor": int((~coherent).sum()),
+        "negatives": int(train_neg.sum()),
+        "negative_kinds": list(TRAIN_KINDS),
+        "held_out_kinds": list(HELD_OUT_KINDS),
+        "seed_set_docs": n_extra,
+        "weights": dict(zip(FEATURE_NAMES, [round(float(w), 4) for w in clf.w], strict=True)),
+        "bias": round(clf.b, 4),
+        "train_auc_per_kind": auc,
+        "positives_kept_at_0.5": round(float((p_pos >= 0.5).mean()), 4) if len(p_pos) else None,
+    }
+    return clf, info

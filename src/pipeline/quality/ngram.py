@@ -1,0 +1,336 @@
+"""A word-level n-gram language model with hashed counts and interpolated Kneser-Ney smoothing.
+
+Tokens (see `tokenize`): lowercased word-character runs (all-digit runs fold to "0"), single
+punctuation marks, and single characters for scripts written without spaces (Han, Kana, Thai,
+Lao, Khmer, Myanmar), so Chinese is modelled by characters, not one token per sentence. A token is
+an xxh64 hash; an n-gram is a splitmix64 chain of its token hashes (keys are 64-bit, never
+truncated: a collision is ~n²/2^65, none in practice). Each order keeps sorted uint64 keys with
+uint32 counts, looked up by binary search. Documents are padded with order-1 `<s>` tokens so
+every token has a full context; no n-gram crosses a document.
+
+Smoothing (Chen & Goodman 1998, interpolated KN with one discount per order, the KenLM formula
+D = n1 / (n1 + 2 n2) from counts-of-counts, 0.5 when n1 or n2 is 0):
+
+    P_k(w | h) = max(c_k(h w) - D_k, 0) / c_k(h •) + D_k · N1+(h •) / c_k(h •) · P_{k-1}(w | h')
+
+c_N is the raw count at the top order; lower orders use continuation counts (the number of
+distinct words seen before the n-gram). An unseen context h passes P_{k-1} through unchanged.
+P_1 interpolates with a uniform distribution over the seen words plus one unknown word. The
+model also keeps raw unigram frequencies (add-1/2), the baseline of the context gain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+
+from pipeline.hashing import GOLDEN64, mix64
+
+TOKENIZER_VERSION = "ngram-tok-v1"  # bump when `tokenize` changes: saved models record it
+_CHAR_SCRIPTS = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+)
+_TOKEN = re.compile(rf"[{_CHAR_SCRIPTS}]|[^\W{_CHAR_SCRIPTS}]+|[^\w\s]")
+_TOKEN_SPACED = re.compile(r"\w+|[^\w\s]")  # the same tokens for text without those scripts
+_CHAR_SCRIPT_CHAR = re.compile(rf"[{_CHAR_SCRIPTS}]")
+BOS = np.uint64(0x5A17_0B05_0000_0001)  # hash of `<s>`: not an xxh64 of any string we emit
+SCRIPTS = ("latin", "cyrillic", "cjk", "other")  # script groups a document is assigned to
+
+
+def char_script_share(text: str, window: int = 2000) -> float:
+    """Share of the first `window` non-space characters that belong to scripts written without
+    spaces (Chinese, Japanese, Thai, ...): word statistics do not apply to such text."""
+    head = "".join(text[:window].split())
+    return len(_CHAR_SCRIPT_CHAR.findall(head)) / len(head) if head else 0.0
+
+
+def token_hash(token: str) -> np.uint64:
+    """The hash `tokenize` gives a (lowercased) token."""
+    word = "0" if token.isdigit() else token
+    return np.uint64(xxhash.xxh64_intdigest(word.encode("utf-8", "surrogatepass")))
+
+
+def _script_of(token: str) -> int:
+    """Index into SCRIPTS of a token's first character; -1 for digits and punctuation."""
+    c = ord(token[0])
+    if not token[0].isalpha():
+        return -1
+    if c < 0x250:
+        return 0
+    if 0x400 <= c < 0x530:
+        return 1
+    if 0x3040 <= c < 0x3100 or 0x3400 <= c < 0xA000 or 0xF900 <= c < 0xFB00:
+        return 2
+    return 3
+
+
+@dataclass
+class Tokens:
+    """Hashed tokens of a batch of documents, concatenated without padding."""
+
+    ids: np.ndarray  # uint64 [T]: token hashes
+    lengths: np.ndarray  # int64 [n]: tokens per document
+    script: np.ndarray  # int8 [n]: index into SCRIPTS of the document's commonest letter script
+
+    def doc_slice(self, docs: np.ndarray) -> Tokens:
+        """The tokens of the given documents (int64 indices), in that order."""
+        starts = np.concatenate([[0], np.cumsum(self.lengths)])[:-1]
+        lens = self.lengths[docs]
+        offs = np.concatenate([[0], np.cumsum(lens)])
+        pos = np.repeat(starts[docs] - offs[:-1], lens) + np.arange(offs[-1], dtype=np.int64)
+        return Tokens(self.ids[pos], lens.astype(np.int64), self.script[docs])
+
+
+def tokenize(texts: list[str], max_chars: int) -> Tokens:
+    """Tokens of each text's first `max_chars` characters; distinct tokens are hashed once."""
+    toks: list[str] = []
+    lengths = np.zeros(len(texts), np.int64)
+    for i, text in enumerate(texts):
+        text = text[:max_chars].lower()
+        found = (_TOKEN if _CHAR_SCRIPT_CHAR.search(text) else _TOKEN_SPACED).findall(text)
+        lengths[i] = len(found)
+        toks.extend(found)
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(toks))}
+    ids = np.fromiter(map(vocab.__getitem__, toks), np.int64, count=len(toks))
+    digest = xxhash.xxh64_intdigest
+    # digit runs fold to "0": numbers are free to vary without looking like unseen words
+    hashes = np.fromiter(
+        (digest(("0" if w.isdigit() else w).encode("utf-8", "surrogatepass")) for w in vocab),
+        np.uint64,
+        count=len(vocab),
+    )
+    scripts = np.fromiter(map(_script_of, vocab), np.int64, count=len(vocab))
+    doc = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    tok_script = scripts[ids]
+    letter = tok_script >= 0
+    counts = np.bincount(
+        doc[letter] * len(SCRIPTS) + tok_script[letter], minlength=len(texts) * len(SCRIPTS)
+    ).reshape(len(texts), len(SCRIPTS))
+    return Tokens(hashes[ids], lengths, counts.argmax(axis=1).astype(np.int8))
+
+
+@dataclass
+class _Grams:
+    """Chain hashes of every order at every padded position, and which positions are tokens."""
+
+    h: list[np.ndarray]  # h[k-1]: uint64 [P] hash of the k tokens ending at each position
+    target: np.ndarray  # int64 [T]: padded positions of the real tokens, in document order
+
+
+def _grams(tokens: Tokens, order: int) -> _Grams:
+    pad = order - 1
+    padded_len = tokens.lengths + pad
+    size = int(padded_len.sum())
+    starts = np.concatenate([[0], np.cumsum(padded_len)])[:-1]
+    is_tok = np.ones(size, bool)
+    for j in range(pad):
+        is_tok[starts + j] = False
+    target = np.flatnonzero(is_tok)
+    h1 = np.full(size, BOS, np.uint64)
+    h1[target] = tokens.ids
+    hs = [h1]
+    for _ in range(1, order):  # position i: hash of (k-1 tokens ending at i-1) then token i
+        prev = hs[-1]
+        nxt = np.empty_like(prev)
+        with np.errstate(over="ignore"):
+            nxt[1:] = mix64(prev[:-1] * GOLDEN64 ^ h1[1:], inplace=True)
+        nxt[0] = h1[0]
+        hs.append(nxt)
+    return _Grams(hs, target)
+
+
+def _discounts(values: np.ndarray) -> np.ndarray:
+    """KenLM's D = n1 / (n1 + 2 n2) per fold column of a [G, K] count matrix; 0.5 when n1 or
+    n2 is 0, clipped to [0.05, 0.95]."""
+    n1 = (values == 1).sum(axis=0).astype(np.float64)
+    n2 = (values == 2).sum(axis=0).astype(np.float64)
+    ok = (n1 > 0) & (n2 > 0)
+    d = np.where(ok, n1 / np.maximum(n1 + 2 * n2, 1.0), 0.5)
+    return np.clip(d, 0.05, 0.95)
+
+
+@dataclass
+class NgramLM:
+    """Interpolated Kneser-Ney n-gram models for K folds in one structure: model f counts every
+    reference document outside fold f. Per order k (list index k-1): a table of the n-grams
+    seen in any fold and a [G, K] matrix of (continuation) counts, 0 where model f did not see
+    the n-gram; per order k >= 2 (index k-2): a table of contexts with [C, K] count totals and
+    numbers of distinct followers. K = 1 is a plain model."""
+
+    order: int
+    tables: list[HashTable]
+    values: list[np.ndarray]  # float32 [G_k, K]: count (top order) or continuation count
+    ctx_tables: list[HashTable]
+    ctx_total: list[np.ndarray]  # float32 [C_k, K]
+    ctx_types: list[np.ndarray]  # float32 [C_k, K]
+    discounts: np.ndarray  # float64 [order, K]
+    uni_counts: np.ndarray  # float32 [G_1, K], rows as values[0]: raw counts (gain baseline)
+
+    @property
+    def num_folds(self) -> int:
+        return int(self.values[0].shape[1])
+
+    @property
+    def num_ngrams(self) -> int:
+        """Distinct n-grams of all orders over all folds."""
+        return int(sum(len(v) for v in self.values))
+
+    def log_probs(self, tokens: Tokens, fold: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per token (in document order), scored by the model of its document's fold (int [n]):
+        ln P_KN(w | context), ln P_unigram(w), the highest order whose n-gram that model saw
+        (int8, 0: unseen word), the word's raw count in that model (float64) and ln P_KN(w |
+        previous word) (the bigram level, for the gain of longer contexts). Each [T]."""
+        g = _grams(tokens, self.order)
+        t = g.target
+        col = np.repeat(fold.astype(np.int64), tokens.lengths)
+        j1 = self.tables[0].find(g.h[0][t])
+        seen = j1 >= 0
+        j1 = np.maximum(j1, 0)
+        c1 = np.where(seen, self.values[0][j1, col], 0.0)
+        uni = np.where(seen, self.uni_counts[j1, col], 0.0)
+        total1 = self.values[0].sum(axis=0, dtype=np.float64)[col]
+        types1 = (self.values[0] > 0).sum(axis=0).astype(np.float64)[col]
+        num_tokens = self.uni_counts.sum(axis=0, dtype=np.float64)[col]
+        d = self.discounts[0][col]
+        p = (np.maximum(c1 - d, 0.0) + d * types1 / (types1 + 1.0)) / np.maximum(total1, 1.0)
+        hit = (c1 > 0).astype(np.int8)
+        for k in range(2, self.order + 1):
+            jc = self.ctx_tables[k - 2].find(g.h[k - 2][t - 1])
+            jc_ok = np.maximum(jc, 0)
+            den = np.where(jc >= 0, self.ctx_total[k - 2][jc_ok, col], 0.0)
+            found = den > 0  # a context only fold f saw is unseen for model f
+            den = np.where(found, den, 1.0)
+            typ = np.where(found, self.ctx_types[k - 2][jc_ok, col], 0.0)
+            j = self.tables[k - 1].find(g.h[k - 1][t])
+            c = np.where(j >= 0, self.values[k - 1][np.maximum(j, 0), col], 0.0)
+            dk = self.discounts[k - 1][col]
+            p = np.where(found, np.maximum(c - dk, 0.0) / den + dk * typ / den * p, p)
+            hit = np.where(c > 0, np.int8(k), hit)
+            if k == 2:
+                p2 = p
+        p_uni = (uni + 0.5) / (num_tokens + 0.5 * (types1 + 1))
+        return np.log(p), np.log(p_uni), hit, uni, np.log(p2)
+
+
+@dataclass
+class HashTable:
+    """Sorted uint64 keys plus a radix index on their top bits: the keys are uniform hashes,
+    so bucket b (keys whose top `bits` bits equal b) holds ~1 key and a lookup reads one offset
+    and ~1.5 keys, against ~20 dependent reads for a binary search. Building is one bincount
+    (no probing loop); memory is ~16 B per key (key + offset). A key's position in `keys` is
+    its position in the caller's value arrays."""
+
+    keys: np.ndarray  # uint64 [n], sorted, distinct
+    offsets: np.ndarray  # int64 [2^bits + 1]: bucket b holds keys[offsets[b]:offsets[b+1]]
+
+    @property
+    def shift(self) -> np.uint64:
+        bits = (len(self.offsets) - 1).bit_length() - 1  # len(offsets) = 2^bits + 1
+        return np.uint64(64 - bits)
+
+    @staticmethod
+    def build(keys: np.ndarray) -> HashTable:
+        """keys: distinct uint64, ascending (as np.unique returns them)."""
+        bits = max(int(len(keys)).bit_length(), 1)
+        top = (keys >> np.uint64(64 - bits)).astype(np.int64)
+        counts = np.bincount(top, minlength=1 << bits)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return HashTable(keys, offsets)
+
+    def find(self, query: np.ndarray) -> np.ndarray:
+        """int64 [len(query)]: each key's position in `keys`, -1 where absent."""
+        out = np.full(len(query), -1, np.int64)
+        if len(self.keys) == 0:
+            return out
+        bucket = (query >> self.shift).astype(np.int64)
+        lo, hi = self.offsets[bucket], self.offsets[bucket + 1]
+        pending = np.flatnonzero(lo < hi)
+        pos = lo[pending]
+        while len(pending):
+            got = self.keys[pos]
+            want = query[pending]
+            hit = got == want
+            out[pending[hit]] = pos[hit]
+            # keys ascend inside a bucket: stop at the first larger one or the bucket end
+            go_on = (got < want) & (pos + 1 < hi[pending])
+            pending, pos = pending[go_on], pos[go_on] + 1
+        return out
+
+
+def _group(keys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(distinct keys ascending, one occurrence index per key, group id of every element).
+    Like np.unique with return_index/return_inverse, but the occurrence is *some* occurrence:
+    all occurrences of an n-gram hash share their sub-n-gram hashes. Uses the default (SIMD
+    quicksort) argsort, several times faster than np.unique's stable sort."""
+    order = np.argsort(keys)
+    ks = keys[order]
+    new = np.concatenate([[True], ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, bool)
+    gid = np.empty(len(keys), np.int64)
+    gid[order] = np.cumsum(new) - 1
+    return ks[new], order[new], gid
+
+
+def _per_fold(gid: np.ndarray, num: int, fold: np.ndarray, k: int, w: np.ndarray | None = None):
+    """[num, k] sums of `w` (default 1) by (group, fold): column f = all folds but f (k > 1)."""
+    total = np.bincount(gid * k + fold, weights=w, minlength=num * k).reshape(num, k)
+    if k == 1:
+        return total.astype(np.float32)
+    return (total.sum(axis=1, keepdims=True) - total).astype(np.float32)
+
+
+def train_lm(
+    tokens: Tokens, order: int = 4, doc_fold: np.ndarray | None = None, num_folds: int = 1
+) -> NgramLM:
+    """Count and smooth order-`order` (2..6) models over the documents in `tokens`; with folds,
+    model f leaves out the documents with doc_fold == f. One sort per order serves all folds."""
+    assert 2 <= order <= 6
+    k = num_folds
+    doc_fold = np.zeros(len(tokens.lengths), np.int64) if doc_fold is None else doc_fold
+    g = _grams(tokens, order)
+    t = g.target
+    fold = np.repeat(doc_fold.astype(np.int64), tokens.lengths)
+    keys: list[np.ndarray] = [np.zeros(0, np.uint64)] * order
+    values: list[np.ndarray] = [np.zeros((0, k), np.float32)] * order
+    reps: list[np.ndarray] = [np.zeros(0, np.int64)] * order  # a position of each n-gram
+    # top order: raw counts of the occurrences in the other folds
+    keys[-1], rep, gid = _group(g.h[order - 1][t])
+    values[-1] = _per_fold(gid, len(keys[-1]), fold, k)
+    reps[-1] = t[rep]
+    for n in range(order - 1, 0, -1):
+        # continuation count of an n-gram in model f = distinct (n+1)-grams model f saw that
+        # end with it
+        keys[n - 1], rep, gid = _group(g.h[n - 1][reps[n]])
+        seen = (values[n] > 0).astype(np.float64)
+        values[n - 1] = np.stack(
+            [np.bincount(gid, weights=seen[:, f], minlength=len(keys[n - 1])) for f in range(k)],
+            axis=1,
+        ).astype(np.float32)
+        reps[n - 1] = reps[n][rep]
+    ctx_tables, ctx_total, ctx_types = [], [], []
+    for n in range(2, order + 1):  # context of an n-gram: the (n-1)-gram one position earlier
+        ck, _, cg = _group(g.h[n - 2][reps[n - 1] - 1])
+        v = values[n - 1].astype(np.float64)
+        ctx_total.append(_stack_bincount(cg, v, len(ck)))
+        ctx_types.append(_stack_bincount(cg, (v > 0).astype(np.float64), len(ck)))
+        ctx_tables.append(HashTable.build(ck))
+    uk, _, ug = _group(g.h[0][t])
+    assert np.array_equal(uk, keys[0])  # every word ends a bigram (<s> padding)
+    return NgramLM(
+        order,
+        [HashTable.build(x) for x in keys],
+        values,
+        ctx_tables,
+        ctx_total,
+        ctx_types,
+        np.stack([_discounts(v) for v in values]),
+        _per_fold(ug, len(uk), fold, k),
+    )
+
+
+def _stack_bincount(gid: np.ndarray, w: np.ndarray, num: int) -> np.ndarray:
+    """[num, K] float32: column f = bincount(gid, weights=w[:, f])."""
+    cols = [np.bincount(gid, weights=w[:, f], minlength=num) for f in range(w.shape[1])]
+    return np.stack(cols, axis=1).astype(np.float32)
