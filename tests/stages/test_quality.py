@@ -457,3 +457,20 @@ def test_reference_errors(tmp_path):
     }
     with pytest.raises(DataError, match="quality.reference: reference self too small"):
         run_stages(tmp_path / "d", stages)
+
+
+def test_builtin_reference_through_the_download_code(tmp_path, monkeypatch):
+    """`reference: tinystories` reads the builtin like download.source does (local server)."""
+    from http_server import LocalServer
+
+    stories = "\n<|endoftext|>\n".join(docs(40, 21)) + "\n"
+    src = _jsonl(tmp_path / "in.jsonl", docs(30, 22))
+    with LocalServer() as server:
+        server.files["TinyStories-valid.txt"] = stories.encode()
+        monkeypatch.setenv("PIPELINE_URL_TINYSTORIES", server.url)
+        quality = {"reference": "tinystories"}
+        stages = {"download": {"source": "jsonl", "path": str(src)}, "quality": quality}
+        run_stages(tmp_path / "run", stages)
+    stats = _report(tmp_path / "run")
+    assert stats["lm"]["reference"] == "builtin:tinystories"
+    assert stats["lm"]["reference_docs"] == 40 and stats["docs_out"] == 30
