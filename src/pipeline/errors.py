@@ -6,6 +6,8 @@ recipe or a bad artifact, which stop the run.
 
 from __future__ import annotations
 
+import reprlib
+
 
 class PipelineError(Exception):
     """Base class: the message is one line that says what, where, got and expected."""
@@ -28,3 +30,14 @@ class DataError(PipelineError):
     def __init__(self, where: str, message: str):
         self.where = where
         super().__init__(f"{where}: {message}")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxstring, _REPR.maxother = 3, 4, 4, 60, 60
+
+
+def short(value: object, limit: int = 60) -> str:
+    """A bounded repr of `value`, at most `limit` characters: error messages never echo a huge
+    value (a YAML alias bomb, a megabyte-long line) in full."""
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
+from pipeline.io import bom_encoding
 from pipeline.sources.records import Malformed, Record, fix_surrogates
 
 
@@ -39,7 +40,29 @@ def _open_binary(path: Path):
 
 
 def _lines(path: Path) -> Iterator[bytes]:
-    f = _open_binary(path)
+    """The file's lines without newlines; a UTF-8 byte-order mark is dropped, a UTF-16/32 one
+    refused (its lines are not newline-separated bytes)."""
+    first = True
+    for line in _raw_lines(path):
+        if first:
+            first = False
+            encoding = bom_encoding(line[:4])
+            if encoding == "utf-8-sig":
+                line = line[3:]
+            elif encoding is not None:
+                raise DataError(
+                    str(path),
+                    f"is {encoding.upper()} (byte-order mark); JSONL must be UTF-8: convert it "
+                    f"(iconv -f {encoding.upper()} -t UTF-8)",
+                )
+        yield line
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    try:
+        f = _open_binary(path)
+    except OSError as exc:
+        raise DataError(str(path), f"cannot open ({exc.strerror or exc})") from None
     try:
         if isinstance(f, pa.NativeFile):
             buf = b""
@@ -85,6 +108,9 @@ def read_jsonl(
                 yield Malformed(
                     where, "bad_json", f"bad JSON ({exc.msg} at column {exc.colno})", line
                 )
+                continue
+            except RecursionError:
+                yield Malformed(where, "bad_json", "JSON nested too deeply", line)
                 continue
             if not isinstance(obj, dict):
                 yield Malformed(where, "bad_json", "a JSON object per line expected", line)
@@ -146,14 +172,18 @@ def read_text(
 ) -> Iterator[Record | Malformed]:
     """One document per file, or per piece between lines equal to `separator`."""
     for path in paths:
-        data = path.read_bytes()
         try:
-            text = data.decode("utf-8")
+            data = path.read_bytes()
+        except OSError as exc:
+            raise DataError(str(path), f"cannot read ({exc.strerror or exc})") from None
+        encoding = bom_encoding(data[:4]) or "utf-8"  # a BOM is dropped; UTF-16/32 decoded
+        try:
+            text = data.decode(encoding)
         except UnicodeDecodeError as exc:
             yield Malformed(
                 str(path),
                 "invalid_utf8",
-                f"invalid UTF-8 at byte {exc.start}",
+                f"invalid {encoding.removesuffix('-sig').upper()} at byte {exc.start}",
                 data.decode("utf-8", "replace"),
             )
             continue

@@ -2,22 +2,30 @@
 
 A file streams into `<name>.part`; an interrupted download resumes with an HTTP Range request;
 the finished file is checked by size (and sha256 where known) and only then renamed into place.
+Beside it `<name>.sha256` records the size and sha256 of that first download; every later cache
+hit is re-checked against it (and against the pinned size / sha256, if any), and a cached file
+that no longer matches is downloaded again. Only http:// and https:// URLs are fetched.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
+import logging
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from pipeline.errors import DataError, PipelineError
-from pipeline.io import sha256_file
+from pipeline.errors import DataError, PipelineError, short
+from pipeline.io import atomic_write_json, sha256_file
 from pipeline.progress import Progress
 
 CHUNK_BYTES = 1 << 20
 TIMEOUT_S = 30.0
+SCHEMES = ("http", "https")
+log = logging.getLogger("pipeline")
 
 
 class Unreachable(PipelineError):
@@ -28,7 +36,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PIPELINE_CACHE_DIR", "~/.cache/pipeline")).expanduser()
 
 
+def check_url(url: str) -> str:
+    """`url` if it is http(s); DataError otherwise (file://, ftp://, a plain path...)."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in SCHEMES or not urllib.parse.urlsplit(url).netloc:
+        raise DataError(
+            short(url),
+            "not an http:// or https:// URL; only those are downloaded "
+            "(a PIPELINE_URL_<NAME> override must be a URL too)",
+        )
+    return url
+
+
 def _open(req: urllib.request.Request, timeout: float):
+    check_url(req.full_url)
     try:
         return urllib.request.urlopen(req, timeout=timeout)
     except urllib.error.HTTPError as exc:
@@ -55,10 +76,16 @@ def fetch(
     progress: bool = True,
     timeout: float = TIMEOUT_S,
 ) -> Path:
-    """Download `url` to `dest` unless it is already there; resume a partial download."""
+    """Download `url` to `dest` unless a verified copy is there; resume a partial download."""
     dest = Path(dest)
-    if dest.is_file() and (size_bytes is None or dest.stat().st_size == size_bytes):
-        return dest  # cache hit
+    check_url(url)
+    if dest.is_file():
+        problem = cached_problem(dest, size_bytes, sha256)
+        if problem is None:
+            return dest  # verified cache hit
+        log.warning("cached %s %s; downloading it again", dest, problem)
+        dest.unlink()
+        _sidecar(dest).unlink(missing_ok=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     offset = part.stat().st_size if part.exists() else 0
@@ -116,5 +143,36 @@ def fetch(
                 f"sha256 {digest[:16]}… does not match the expected "
                 f"{sha256[:16]}…; the partial file was removed, re-run to retry",
             )
+    digest = sha256 or sha256_file(part)
     os.replace(part, dest)
+    # recorded after the rename: a crash in between leaves a file without a record, which the
+    # next run hashes and records (pinned files are checked against their pin regardless)
+    atomic_write_json(_sidecar(dest), {"size": got, "sha256": digest})
     return dest
+
+
+def _sidecar(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".sha256")
+
+
+def cached_problem(dest: Path, size_bytes: int | None, sha256: str | None) -> str | None:
+    """Why the cached `dest` cannot be used (None: it can): its size or sha256 differs from
+    the pin or from the record of its first download."""
+    record: dict = {}
+    try:
+        record = json.loads(_sidecar(dest).read_text(encoding="utf-8"))
+        if not isinstance(record, dict):
+            record = {}
+    except (OSError, ValueError):
+        record = {}
+    size = dest.stat().st_size
+    want_size = size_bytes if size_bytes is not None else record.get("size")
+    if want_size is not None and size != want_size:
+        return f"is {size:,} bytes, expected {want_size:,}"
+    want_sha = sha256 or record.get("sha256")
+    digest = sha256_file(dest)
+    if want_sha is not None and digest != want_sha:
+        return f"has sha256 {digest[:12]}…, expected {str(want_sha)[:12]}…"
+    if not record:  # cached before records existed: trust it once, record it from now on
+        atomic_write_json(_sidecar(dest), {"size": size, "sha256": digest})
+    return None
