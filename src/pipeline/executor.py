@@ -7,7 +7,11 @@ on part i, its config and its seed writes the same bytes for any `workers`.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -51,7 +55,10 @@ class Executor:
         if self._pool is None:
             # forkserver: no fork() of a process that already runs pyarrow/numpy threads
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context("forkserver"), initializer=_ignore_sigint
+                self.workers,
+                mp_context=mp.get_context("forkserver"),
+                initializer=_init_worker,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -80,6 +87,44 @@ class Executor:
         self.close()
 
 
-def _ignore_sigint() -> None:
+WATCH_S = 1.0  # how often a worker checks that the process that started it is still alive
+
+
+def _init_worker(parent_pid: int) -> None:
+    """Runs first in every worker: a worker never outlives the run that started it."""
     # Ctrl-C reaches the whole process group; only the parent handles it (and aborts the pool)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Linux: the kernel kills us when our parent (the forkserver, which itself exits when the
+    # run's process goes) dies, even by SIGKILL or the OOM killer
+    _set_parent_death_signal()
+    # everywhere: a watchdog thread exits once the run's process is gone
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _set_parent_death_signal() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass  # the watchdog still covers it
+
+
+def _watch_parent(parent_pid: int) -> None:
+    ppid = os.getppid()  # the forkserver; reparented (ppid changes) once it is gone
+    while _alive(parent_pid) and os.getppid() == ppid:
+        time.sleep(WATCH_S)
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else (the pid was reused)
+        return False
+    return True
