@@ -263,6 +263,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_ERROR_CHARS = 500
+
+
+def _one_line(text: str) -> str:
+    """The error as one line of bounded length, whatever a message quotes."""
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
 COMMANDS = {
     "data": cmd_data,
     "show": cmd_show,
@@ -289,11 +298,17 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `pipeline report ... | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")
         return 0
+    except OSError as exc:  # the disk said no (read-only, full, a file where a folder goes)
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {_one_line(where + (exc.strerror or str(exc)))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to continue", file=sys.stderr)
         return 130

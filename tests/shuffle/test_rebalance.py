@@ -272,3 +272,40 @@ def test_bad_arguments(tmp_path):
         shuffle_shards(tmp_path / "in", tmp_path / "out", 2, -1)
     with pytest.raises(DataError, match="must differ from the input folder"):
         shuffle_shards(tmp_path / "in" / "..", tmp_path, 2, 1)
+
+
+def test_sigkill_midway_temp_is_swept_by_the_next_run(tmp_path):
+    """kill -9 leaves the temp folder (no handler runs); the next shuffle removes it and
+    writes the same bytes as an uninterrupted run."""
+    import subprocess
+    import sys
+    import time
+
+    make_shards(tmp_path / "in", [30, 10, 20])
+    marker = tmp_path / "first-shard-written"
+    cmd = [sys.executable, "-c", CHILD, str(marker), *_shuffle_args(tmp_path, seed=1)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.kill()
+    proc.communicate()
+    assert not no_temp_left(tmp_path)  # the killed run's temp folder is there
+    assert not (tmp_path / "out").exists()
+    assert main(_shuffle_args(tmp_path, seed=1)) == 0
+    assert no_temp_left(tmp_path)
+    shuffle_shards(tmp_path / "in", tmp_path / "ref", 8, 1)
+    for p in (tmp_path / "ref").iterdir():
+        if p.suffix == ".npz":
+            assert sha256_file(p) == sha256_file(tmp_path / "out" / p.name)
+
+
+def test_a_live_runs_temp_is_left_alone(tmp_path):
+    live = tmp_path / f".out.tmp-shuffle-{os.getppid()}"
+    dead = tmp_path / ".out.tmp-shuffle-999999999"
+    live.mkdir()
+    dead.mkdir()
+    assert shuffle_mod.sweep_stale_temps(tmp_path / "out") == [dead]
+    assert live.is_dir() and not dead.exists()

@@ -7,7 +7,6 @@ the memory bound and the plan are in docs/shards.md.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import atomic_write_json, sha256_file
+from pipeline.io import atomic_write_json, read_json_file, sha256_file
 from pipeline.shards import (
     FORMAT_VERSION,
     METADATA_NAME,
@@ -95,7 +94,9 @@ def scan_inputs(input_dir: Path) -> tuple[list[Path], dict[str, Any], list[int],
     if not paths:
         raise DataError(str(input_dir), "no .npz shards found")
     meta_path = input_dir / METADATA_NAME
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    meta = read_json_file(meta_path, METADATA_NAME) if meta_path.is_file() else {}
+    if not isinstance(meta, dict):
+        raise DataError(str(meta_path), f"expected a JSON object, got {type(meta).__name__}")
     fields: dict[str, Any] = {}
     rows = []
     for p in paths:
@@ -210,12 +211,12 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
         raise PipelineError(f"--seed must be >= 0, got {seed}")
     if output_dir.resolve() == input_dir.resolve():
         raise DataError(str(output_dir), "output folder must differ from the input folder")
-    if output_dir.exists() and any(output_dir.iterdir()):
-        raise DataError(str(output_dir), "output folder exists and is not empty")
+    _check_output(output_dir)
     nested = not any(input_dir.glob("*.npz")) and (input_dir / "train").is_dir()
     src = input_dir / "train" if nested else input_dir
     paths, fields, rows, meta = scan_inputs(src)
-    tmp = output_dir.parent / f".{output_dir.name}.tmp-shuffle-{os.getpid()}"
+    sweep_stale_temps(output_dir)
+    tmp = output_dir.parent / f"{_temp_prefix(output_dir)}{os.getpid()}"
     out = tmp / "train" if nested else tmp
     with _sigterm_as_interrupt():
         try:
@@ -243,6 +244,54 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
         finally:
             _remove_uninterrupted(tmp)
     return new
+
+
+def _check_output(output_dir: Path) -> None:
+    """One-line errors for an output path that cannot become a new folder of shards."""
+    parent = output_dir.parent
+    if output_dir.exists() and not output_dir.is_dir():
+        raise DataError(str(output_dir), "exists and is not a folder; choose a new --output-dir")
+    if output_dir.is_dir() and any(output_dir.iterdir()):
+        raise DataError(str(output_dir), "output folder exists and is not empty")
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise DataError(str(p), "is a file, so --output-dir cannot be created under it")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise DataError(str(p), "is not writable; choose another --output-dir")
+            break
+
+
+def _temp_prefix(output_dir: Path) -> str:
+    return f".{output_dir.name}.tmp-shuffle-"
+
+
+def sweep_stale_temps(output_dir: Path) -> list[Path]:
+    """Remove temp folders that killed runs (SIGKILL, power loss) left beside `output_dir`:
+    those whose process no longer runs. Returns what was removed."""
+    removed = []
+    prefix = _temp_prefix(output_dir)
+    parent = output_dir.parent
+    if not parent.is_dir():
+        return removed
+    for path in parent.glob(f"{prefix}*"):
+        pid = path.name[len(prefix) :]
+        if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+            _remove_uninterrupted(path)
+            removed.append(path)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours from an earlier call that was killed: a pid is never reused live
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _remove_uninterrupted(path: Path) -> None:
