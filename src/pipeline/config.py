@@ -12,12 +12,13 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import field
 from typing import Any, Literal
 
-from pipeline.errors import RecipeError
+from pipeline.errors import RecipeError, short
 
 
 def bounded(
@@ -30,6 +31,16 @@ def bounded(
 ) -> Any:
     """A dataclass field whose numeric value must lie in the given range (None passes)."""
     return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "lt": lt})
+
+
+SEED_LIMIT = 2**63 - 1  # seeds are in [0, 2^63 - 1): numpy wants >= 0, readers int64 (+1)
+
+
+def input_path(default: Any = None) -> Any:
+    """A dataclass field naming input files (a file, folder or glob, or a list of them): their
+    content enters the stage's fingerprint (pipeline.inputs). Fields named `*_path` / `*_paths`
+    count as input paths without this marker."""
+    return field(default=default, metadata={"input": True})
 
 
 def config_hash(cfg: Any) -> str:
@@ -74,24 +85,25 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
                 return _convert(value, arg, path)
             except RecipeError:
                 continue
-        raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+        raise RecipeError(path, f"got {short(value)}, expected {_type_name(tp)}")
     if origin is Literal:
         choices = typing.get_args(tp)
         if value in choices:
             return value
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        text = value if isinstance(value, str) else ""
+        close = difflib.get_close_matches(text, [str(c) for c in choices], n=1)
         raise RecipeError(
-            path, f"got {value!r}, expected {_type_name(tp)}", close[0] if close else None
+            path, f"got {short(value)}, expected {_type_name(tp)}", close[0] if close else None
         )
     if origin is list:
         (item,) = typing.get_args(tp)
         if not isinstance(value, list):
-            raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+            raise RecipeError(path, f"got {short(value)}, expected {_type_name(tp)}")
         return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         kt, vt = typing.get_args(tp)
         if not isinstance(value, dict):
-            raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+            raise RecipeError(path, f"got {short(value)}, expected {_type_name(tp)}")
         return {_convert(k, kt, path): _convert(v, vt, f"{path}.{k}") for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
@@ -103,13 +115,15 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
             return int(value)  # 1e6 in YAML is a float
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # .nan passes every range check and disables guards
+                raise RecipeError(path, f"got {value!r}, expected a finite number")
             return float(value)
     elif tp is str:
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)  # `--set x.name=2024` arrives as an int
-    raise RecipeError(path, f"got {value!r}, expected {_type_name(tp)}")
+    raise RecipeError(path, f"got {short(value)}, expected {_type_name(tp)}")
 
 
 def _check_range(value: Any, meta: Any, path: str) -> None:
@@ -125,7 +139,7 @@ def _check_range(value: Any, meta: Any, path: str) -> None:
         or (lt is not None and value >= lt)
     )
     if bad:
-        raise RecipeError(path, f"must be in {lo}, {hi}, got {value!r}")
+        raise RecipeError(path, f"must be in {lo}, {hi}, got {short(value)}")
 
 
 def build_config(cls: type, raw: Any, path: str) -> Any:
@@ -133,7 +147,7 @@ def build_config(cls: type, raw: Any, path: str) -> Any:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise RecipeError(path, f"got {raw!r}, expected a mapping of keys")
+        raise RecipeError(path, f"got {short(raw)}, expected a mapping of keys")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     for key in raw:

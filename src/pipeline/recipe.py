@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import bounded, build_config
-from pipeline.errors import RecipeError
+from pipeline.config import SEED_LIMIT, bounded, build_config
+from pipeline.errors import DataError, RecipeError, short
+from pipeline.io import bom_encoding, decode_text
 from pipeline.sources import source_names
 from pipeline.stages import STAGES
 
@@ -26,7 +27,7 @@ from pipeline.stages import STAGES
 @dataclass(frozen=True)
 class RunConfig:
     name: str = "run"  # run name, used in the report
-    seed: int = 0  # the one recipe seed; each stage derives its own from (seed, stage name)
+    seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
     out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
     workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
 
@@ -50,11 +51,11 @@ class Recipe:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`download.max_docs=500` -> (['download', 'max_docs'], 500); the value is read as YAML."""
     if "=" not in text:
-        raise RecipeError("--set", f"got {text!r}, expected stage.key=value")
+        raise RecipeError("--set", f"got {short(text)}, expected stage.key=value")
     key, _, value = text.partition("=")
     keys = key.strip().split(".")
     if not all(keys):
-        raise RecipeError("--set", f"got {text!r}, expected stage.key=value")
+        raise RecipeError("--set", f"got {short(text)}, expected stage.key=value")
     try:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
@@ -79,16 +80,51 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise RecipeError("", f"recipe file {path} not found")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(str(path), f"cannot read the recipe ({exc.strerror or exc})") from None
+    if b"\0" in data[:8192] and bom_encoding(data[:4]) is None:
+        raise DataError(str(path), "is a binary file, not a YAML recipe")
+    text = decode_text(data, str(path))  # a byte-order mark is dropped (UTF-16/32 decoded)
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise RecipeError("", f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        problem = short(str(getattr(exc, "problem", None) or exc), 120)
+        raise RecipeError("", f"{where}: not valid YAML ({problem})") from None
+    except RecursionError:
+        raise RecipeError("", f"{path}: nested too deeply to be a recipe") from None
+    check_size(raw, str(path))
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise RecipeError("", f"{path}: expected a mapping of keys at the top level")
     return raw
+
+
+MAX_VALUES = 100_000  # scalars + containers a recipe may expand to (YAML aliases included)
+
+
+def check_size(raw: Any, where: str, limit: int = MAX_VALUES) -> None:
+    """RecipeError if `raw` expands to more than `limit` values. YAML aliases share objects, so
+    a 300-byte "billion laughs" loads fine but explodes when copied, hashed or printed; the walk
+    stops at the limit, so its cost is bounded too (and it ends on self-referencing aliases)."""
+    stack, seen = [raw], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit:
+            raise RecipeError(
+                "",
+                f"{where}: the recipe expands to more than {limit:,} values "
+                "(YAML aliases repeating a block?); write the values out",
+            )
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
 
 
 def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
@@ -136,6 +172,7 @@ def check_needs(enabled: list[str]) -> None:
 
 def load_recipe(path: Path, overrides: list[str] | None = None) -> Recipe:
     raw = apply_overrides(read_yaml(path), list(overrides or []))
+    check_size(raw, "--set")
     return build_recipe(raw, str(path))
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from pipeline.config import bounded
+from pipeline.config import SEED_LIMIT, bounded
 from pipeline.dedup import cluster as cl
 from pipeline.dedup.bloom import BloomFilter, bloom_size
 from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
@@ -48,7 +48,7 @@ class DedupConfig:
     fn_weight: float = bounded(0.9, ge=0.0, le=1.0)  # weight of missed pairs vs false candidates
     verify: Literal["exact", "estimate"] = "exact"  # candidate check: shingle sets or signatures
     keep: Literal["first", "longest", "quality"] = "first"  # cluster member that survives
-    seed: int | None = None  # MinHash seed; None = this stage's seed (from the recipe seed)
+    seed: int | None = bounded(None, ge=0, lt=SEED_LIMIT)  # MinHash seed; None: the stage's
     batch_docs: int = bounded(250, ge=1)  # documents per numpy batch: temporaries stay cache-sized
     num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
 

@@ -9,7 +9,6 @@ and `meta.json`. Algorithms live in pipeline.packing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -20,7 +19,14 @@ import pyarrow as pa
 
 from pipeline.config import bounded
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, part_name, read_table, save_npy, write_table
+from pipeline.io import (
+    atomic_write_json,
+    part_name,
+    read_json_file,
+    read_table,
+    save_npy,
+    write_table,
+)
 from pipeline.io import group_parts as io_group_parts
 from pipeline.packing import (
     Packing,
@@ -90,7 +96,7 @@ def group_parts(paths: list[Path]) -> list[tuple[Path, Path]]:
 
 def read_meta(path: Path) -> dict[str, Any]:
     """tokenize's meta.json: eos_id, pad_id, dtype (+ vocab and tokenizer facts passed on)."""
-    meta = json.loads(path.read_text(encoding="utf-8"))
+    meta = read_json_file(path, "tokenize meta.json")
     for key in ("eos_id", "dtype"):
         if key not in meta:
             raise DataError(str(path), f"field '{key}' is missing")

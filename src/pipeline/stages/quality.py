@@ -23,6 +23,7 @@ from pipeline.io import (
     atomic_write_bytes,
     part_name,
     read_table,
+    read_text_file,
     text_bytes,
     write_rejected,
     write_table,
@@ -186,22 +187,20 @@ def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
     """Texts and labels (1 good, 0 bad) of a JSONL seed set; DataError on a bad line."""
     texts, labels = [], []
     names = {"good": 1, "bad": 0, "1": 1, "0": 0, "true": 1, "false": 0}
-    with open(path, encoding="utf-8") as f:
-        for num, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                label = names[str(rec["label"]).lower()]
-                text = rec["text"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise DataError(
-                    f"{path}:{num}", 'expected {"text": str, "label": good|bad}'
-                ) from None
-            if not isinstance(text, str):
-                raise DataError(f"{path}:{num}", "field 'text' is not a string")
-            texts.append(text)
-            labels.append(label)
+    # a labelled seed set is small: read whole, BOM-aware, one-line error if not UTF-8 text
+    for num, line in enumerate(read_text_file(Path(path), "seed set").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            label = names[str(rec["label"]).lower()]
+            text = rec["text"]
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
+            raise DataError(f"{path}:{num}", 'expected {"text": str, "label": good|bad}') from None
+        if not isinstance(text, str):
+            raise DataError(f"{path}:{num}", "field 'text' is not a string")
+        texts.append(text)
+        labels.append(label)
     if not texts:
         raise DataError(path, "the seed set has no documents")
     return texts, np.array(labels, np.int8)

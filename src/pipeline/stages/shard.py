@@ -7,7 +7,6 @@ seed), the train permutation recipe seed + 1 (DESIGN.md "Seeds"); both are in me
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 
 from pipeline.config import bounded
 from pipeline.errors import RecipeError
-from pipeline.io import atomic_write_json, read_table, sha256_file
+from pipeline.io import atomic_write_json, read_json_file, read_table, sha256_file
 from pipeline.io import group_parts as io_group_parts
 from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, save_npz, shard_name, shard_sizes
 from pipeline.shuffle import ShuffleStats
@@ -165,7 +164,7 @@ def target_total(cfg: ShardConfig, n: int) -> int:
 def _read_inputs(ctx: StageContext):
     """pack's meta.json, parts, and per sequence: source, part index, row inside the part."""
     pack = ctx.inputs["pack"]
-    pack_meta = json.loads(pack.file("meta.json").read_text(encoding="utf-8"))
+    pack_meta = read_json_file(pack.file("meta.json"), "pack meta.json")
     parts = group_parts(pack.parts)
     tables = [read_table(p["seqs"], columns=["source"]) for p in parts]
     sources = np.array([s for t in tables for s in t.column("source").to_pylist()], dtype=object)

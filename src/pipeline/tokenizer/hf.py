@@ -16,10 +16,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_bytes
+from pipeline.io import atomic_write_bytes, read_json_file
 from pipeline.tokenizer.bpe import EOS, PAD, Tokenizer
-from pipeline.tokenizer.pretokenize import GPT2_PATTERN
+from pipeline.tokenizer.pretokenize import GPT2_PATTERN, compile_pattern
 
 
 @lru_cache(maxsize=1)
@@ -185,14 +187,17 @@ def _pattern(pre: Any, where: str) -> str:
     if pre.get("type") == "Sequence":
         items = pre.get("pretokenizers") or []
         if (
-            len(items) == 2
+            isinstance(items, list)
+            and len(items) == 2
+            and all(isinstance(it, dict) for it in items)
             and items[0].get("type") == "Split"
             and items[1].get("type") == "ByteLevel"
             and not items[1].get("use_regex", True)
         ):
-            regex = (items[0].get("pattern") or {}).get("Regex")
-            if isinstance(regex, str):
-                return regex
+            pattern = items[0].get("pattern")
+            found = pattern.get("Regex") if isinstance(pattern, dict) else None
+            if isinstance(found, str):
+                return found
     raise DataError(
         where,
         f"unsupported pre_tokenizer {pre.get('type')!r}; expected ByteLevel "
@@ -200,13 +205,28 @@ def _pattern(pre: Any, where: str) -> str:
     )
 
 
+def _specials(added: Any, where: str) -> dict[str, int]:
+    """{content: id} of the special added tokens; DataError naming the first bad entry."""
+    if added is None:
+        return {}
+    if not isinstance(added, list):
+        raise DataError(where, "added_tokens must be a list")
+    out = {}
+    for i, t in enumerate(added):
+        if not isinstance(t, dict):
+            raise DataError(where, f"added_tokens[{i}] is not an object")
+        if not t.get("special"):
+            continue
+        if not isinstance(t.get("content"), str) or not isinstance(t.get("id"), int):
+            raise DataError(where, f"added_tokens[{i}] needs a string 'content', an integer 'id'")
+        out[t["content"]] = t["id"]
+    return out
+
+
 def load(path: Path) -> Tokenizer:
     """Read a byte-level BPE tokenizer.json (ours or GPT-2 style); DataError if it is not one."""
     where = str(path)
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(where, f"cannot read tokenizer.json ({exc})") from None
+    obj = read_json_file(Path(path), "tokenizer.json")
     model = obj.get("model") if isinstance(obj, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE":
         raise DataError(where, "model.type must be 'BPE'")
@@ -221,8 +241,15 @@ def load(path: Path) -> Tokenizer:
         merged_ids = [vocab[a + b] for a, b in merges]
     except (KeyError, ValueError, TypeError) as exc:
         raise DataError(where, f"not a byte-level BPE vocabulary (missing {exc})") from None
-    specials = {t["content"]: t["id"] for t in obj.get("added_tokens") or [] if t.get("special")}
-    size = max([*vocab.values(), *specials.values()]) + 1
+    specials = _specials(obj.get("added_tokens"), where)
+    try:
+        compile_pattern(pattern)
+    except (regex.error, ValueError, TypeError) as exc:
+        raise DataError(where, f"the Split regex does not compile ({exc})") from None
+    ids = [*vocab.values(), *specials.values()]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 31 for i in ids):
+        raise DataError(where, "token ids must be integers in [0, 2^31)")
+    size = max(ids) + 1
     table = [id_bytes.get(i, b"") for i in range(size)]
     return Tokenizer(
         pairs,
