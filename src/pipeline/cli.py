@@ -169,11 +169,20 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from pipeline.report import REPORT_NAME, format_report, load_report
+    from pipeline.manifest import MANIFEST_NAME, Manifest
+    from pipeline.report import REPORT_NAME, format_report, read_report, sync_report
 
-    if not (args.run_dir / REPORT_NAME).exists():
-        raise PipelineError(f"{args.run_dir}: no {REPORT_NAME}; run `pipeline data` first")
-    report = load_report(args.run_dir)
+    run_dir = args.run_dir
+    if (run_dir / MANIFEST_NAME).is_file():  # the report is derived from it: rebuild if needed
+        manifest = Manifest.load(run_dir)
+        try:
+            report = sync_report(manifest)
+        except OSError:  # a read-only run folder: show the rebuilt report without saving it
+            report = sync_report(manifest, write=False)
+    elif (run_dir / REPORT_NAME).exists():
+        report = read_report(run_dir)
+    else:
+        raise PipelineError(f"{run_dir}: no {REPORT_NAME}; run `pipeline data` first")
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 

@@ -26,6 +26,24 @@ DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source", p
 PARQUET_KW = dict(compression="zstd", compression_level=3, write_statistics=False)
 
 
+CRASH_ENV = "PIPELINE_CRASH_AT"
+_crash = {"count": 0}
+CRASH_HOOK: list = []  # tests: callables run at every crash point with (count, label)
+
+
+def crash_point(label: str) -> None:
+    """A point between two writes. With PIPELINE_CRASH_AT=N in the environment the process
+    dies (os._exit, no cleanup: as kill -9) at the Nth point; tests use it to check that a run
+    killed anywhere, re-run, ends in the same state as an uninterrupted one."""
+    _crash["count"] += 1
+    for hook in CRASH_HOOK:
+        hook(_crash["count"], label)
+    at = os.environ.get(CRASH_ENV)
+    if at and at.isdigit() and _crash["count"] == int(at):
+        os.write(2, f"crash point {at}: {label}\n".encode())
+        os._exit(86)
+
+
 # UTF-32 first: the UTF-32-LE mark starts with the UTF-16-LE one
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -79,6 +97,7 @@ def read_json_file(path: Path, what: str = "JSON file") -> Any:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same folder and a rename."""
     path = Path(path)
+    crash_point(f"before writing {path.name}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -86,6 +105,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        crash_point(f"{path.name} written, before its rename")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -100,6 +120,7 @@ def save_npy(path: Path, arr: np.ndarray) -> None:
     """np.save atomically (temp + rename); the bytes depend only on dtype, shape and data."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
+    crash_point(f"before writing {path.name}")
     with open(tmp, "wb") as f:
         np.save(f, arr, allow_pickle=False)
     os.replace(tmp, path)
@@ -122,6 +143,7 @@ def write_table(path: Path, table: pa.Table) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
+    crash_point(f"before writing {path.name}")
     pq.write_table(table, tmp, **PARQUET_KW)
     os.replace(tmp, path)
 

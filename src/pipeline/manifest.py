@@ -1,45 +1,65 @@
-"""manifest.json: per stage its fingerprint, seed, outputs (path, sha256, records, bytes) and
-finish time.
+"""manifest.json: the run's one source of truth. Per stage: its fingerprint, seed, input files,
+outputs (path, sha256, records, bytes), finish time and its report section (seconds, stats);
+at the top, the recipe and seed the report shows.
 
-Only the runner writes it, atomically. A stage counts as done when its fingerprint matches and
-every recorded output exists with its recorded size and sha256.
+Only the runner writes it, atomically, once per finished stage: that rename is the stage's
+commit. pipeline_report.json is derived from it (rebuilt whenever missing, damaged or stale). A
+stage counts as done when its fingerprint matches and every recorded output exists with its
+recorded size and sha256.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, sha256_file
+from pipeline.io import atomic_write_json, read_json_file, sha256_file
 from pipeline.stage import StageInputs
 
 MANIFEST_NAME = "manifest.json"
 VERSION = 1
+log = logging.getLogger("pipeline")
 
 
 class Manifest:
-    def __init__(self, run_dir: Path, stages: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        stages: dict[str, Any] | None = None,
+        report: dict[str, Any] | None = None,
+    ):
         self.run_dir = Path(run_dir)
         self.stages: dict[str, Any] = stages or {}
+        self.report: dict[str, Any] = report or {}  # {"recipe": ..., "seed": ...} of the report
 
     @classmethod
     def load(cls, run_dir: Path) -> Manifest:
         path = Path(run_dir) / MANIFEST_NAME
-        if not path.exists():
+        if not path.is_file():
             return cls(run_dir)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            stages = data["stages"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        data = read_json_file(path, "manifest")
+        stages = data.get("stages") if isinstance(data, dict) else None
+        if not isinstance(stages, dict):
             raise DataError(
-                str(path), f"unreadable manifest ({exc}); delete it to re-run every stage"
-            ) from None
-        return cls(run_dir, stages)
+                str(path), "not a manifest (no `stages` object); delete it to re-run every stage"
+            )
+        valid = {}
+        for name, entry in stages.items():
+            problem = _entry_problem(entry)
+            if problem:  # that stage re-runs; the others keep their outputs
+                log.warning("%s: stage '%s' entry %s; it will re-run", path, name, problem)
+            else:
+                valid[name] = entry
+        report = data.get("report")
+        return cls(run_dir, valid, report if isinstance(report, dict) else {})
 
     def save(self) -> None:
-        atomic_write_json(self.run_dir / MANIFEST_NAME, {"version": VERSION, "stages": self.stages})
+        atomic_write_json(
+            self.run_dir / MANIFEST_NAME,
+            {"version": VERSION, "report": self.report, "stages": self.stages},
+        )
 
     def is_done(self, name: str, fingerprint: str) -> bool:
         entry = self.stages.get(name)
@@ -61,7 +81,7 @@ class Manifest:
         """Records in the stage's main parts (rows, or array length for .npy)."""
         entry = self.stages.get(name, {})
         return sum(
-            o["records"] or 0
+            o.get("records") or 0
             for o in entry.get("outputs", [])
             if o["path"].startswith(f"{name}/part-") and o["path"].count("/") == 1
         )
@@ -75,3 +95,26 @@ class Manifest:
         entry = self.stages.get(name, {})
         files = sorted(o["path"][len(name) + 1 :] for o in entry.get("outputs", []))
         return StageInputs(name, self.run_dir / name, tuple(files))
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """Why a stage entry cannot be trusted (None: it can)."""
+    if not isinstance(entry, dict):
+        return f"is {type(entry).__name__}, not an object"
+    if not isinstance(entry.get("fingerprint"), str):
+        return "has no fingerprint"
+    outputs = entry.get("outputs")
+    if not isinstance(outputs, list):
+        return "has no outputs list"
+    for out in outputs:
+        ok = (
+            isinstance(out, dict)
+            and isinstance(out.get("path"), str)
+            and isinstance(out.get("sha256"), str)
+            and isinstance(out.get("bytes"), int)
+            and ".." not in Path(out["path"]).parts
+            and not Path(out["path"]).is_absolute()
+        )
+        if not ok:
+            return "has a malformed output record"
+    return None

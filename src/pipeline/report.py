@@ -1,42 +1,91 @@
 """pipeline_report.json: {recipe, seed, stages: [{stage, seconds, stats}]}, and its table view.
 
-The runner rewrites it atomically after each stage; a re-run replaces that stage's section.
+The report is derived data: each section is stored in manifest.json with the stage's commit, and
+the report is rebuilt from the manifest after every commit and at the start of every run, so a
+crash between the two writes, a deleted or a damaged report costs nothing but a rebuild.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json
+from pipeline.io import atomic_write_json, read_json_file
 
 REPORT_NAME = "pipeline_report.json"
+log = logging.getLogger("pipeline")
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
+    """The report of `run_dir`: rebuilt from its manifest when there is one, else read as is."""
+    from pipeline.manifest import MANIFEST_NAME, Manifest
+
+    if (Path(run_dir) / MANIFEST_NAME).is_file():
+        return sync_report(Manifest.load(run_dir), write=False)
+    return read_report(run_dir)
+
+
+def read_report(run_dir: Path) -> dict[str, Any]:
+    """pipeline_report.json as written; DataError if it is not a report."""
     path = Path(run_dir) / REPORT_NAME
     if not path.exists():
         return {"recipe": None, "seed": None, "stages": []}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(str(path), f"not valid JSON ({exc})") from None
+    report = read_json_file(path, "report")
+    problem = report_problem(report)
+    if problem:
+        raise DataError(str(path), f"not a pipeline report ({problem}); re-run `pipeline data`")
+    return report
 
 
-def update_report(
-    run_dir: Path, recipe: dict[str, Any], seed: int, section: dict[str, Any], order: list[str]
-) -> dict[str, Any]:
-    """Replace (or add) one stage's section, keep pipeline order, write atomically."""
-    report = load_report(run_dir)
-    report["recipe"], report["seed"] = recipe, seed
-    stages = [s for s in report.get("stages", []) if s.get("stage") != section["stage"]]
-    stages.append(section)
+def report_problem(report: Any) -> str | None:
+    if not isinstance(report, dict):
+        return f"a JSON {type(report).__name__}, expected an object"
+    stages = report.get("stages")
+    if not isinstance(stages, list):
+        return "no `stages` list"
+    for i, s in enumerate(stages):
+        if not isinstance(s, dict) or not isinstance(s.get("stage"), str):
+            return f"stages[{i}] has no `stage` name"
+        if not isinstance(s.get("stats", {}), dict):
+            return f"stages[{i}].stats is not an object"
+    return None
+
+
+def build_report(manifest: Any, order: list[str], old: dict[str, Any] | None = None) -> dict:
+    """The report the manifest describes, stages in pipeline order. A manifest written before
+    sections were stored in it takes that stage's section from the `old` report."""
+    old_sections = {s["stage"]: s for s in (old or {}).get("stages", [])}
+    sections = []
+    for name, entry in manifest.stages.items():
+        section = entry.get("report")
+        if isinstance(section, dict):
+            sections.append({"stage": name, **section})
+        elif name in old_sections:
+            sections.append(old_sections[name])
     rank = {name: i for i, name in enumerate(order)}
-    stages.sort(key=lambda s: rank.get(s["stage"], len(rank)))
-    report["stages"] = stages
-    atomic_write_json(Path(run_dir) / REPORT_NAME, report)
+    sections.sort(key=lambda s: rank.get(s["stage"], len(rank)))
+    info = manifest.report or {}
+    recipe = info.get("recipe", (old or {}).get("recipe"))
+    seed = info.get("seed", (old or {}).get("seed"))
+    return {"recipe": recipe, "seed": seed, "stages": sections}
+
+
+def sync_report(manifest: Any, write: bool = True) -> dict[str, Any]:
+    """Rebuild the report from the manifest; rewrite the file (atomically) if it differs."""
+    from pipeline.stages import STAGES
+
+    path = manifest.run_dir / REPORT_NAME
+    try:
+        old = read_report(manifest.run_dir)
+    except DataError:
+        log.warning("%s is damaged; rebuilt from manifest.json", path)
+        old = None
+    report = build_report(manifest, list(STAGES), old)
+    if write and report != old:
+        atomic_write_json(path, report)
     return report
 
 

@@ -1,19 +1,25 @@
 """Run a recipe's enabled stages in the fixed order, skipping those already done.
 
-fingerprint = hash(stage config, stage seed, upstream fingerprint, code version). A stage whose
-fingerprint matches the manifest and whose outputs are intact is skipped. Otherwise it runs into
-`<run>/.tmp-<stage>/`, which is renamed into place; then manifest and report are rewritten
-atomically. A run killed at any moment, re-run, ends with the same bytes.
+fingerprint = hash(stage config, stage seed, content of the input files the config names,
+upstream fingerprint, code version). A stage whose fingerprint matches the manifest and whose
+outputs are intact is skipped. Otherwise it runs into `<run>/.tmp-<stage>/`, and `_commit`
+makes the result visible: rename into place, then one atomic manifest write holding the
+outputs and the report section (the commit point), then the report is rebuilt from the
+manifest. A run killed at any instant leaves the old or the new state of each stage; re-run, it
+ends with the same bytes (docs/overview.md, "After a crash").
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,10 +27,11 @@ from pipeline import __version__
 from pipeline.config import config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import Executor
-from pipeline.io import iter_files, num_records, sha256_file
+from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
+from pipeline.io import crash_point, iter_files, num_records, sha256_file
 from pipeline.manifest import Manifest
 from pipeline.recipe import Recipe
-from pipeline.report import check_balance, update_report
+from pipeline.report import check_balance, sync_report
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
 
@@ -41,18 +48,20 @@ def seed_for(stage: Stage, seed: int) -> int:
     return seed if stage.seed_scope == "recipe" else stage_seed(seed, stage.name)
 
 
-def fingerprint(name: str, cfg: object, seed: int, upstream: str | None) -> str:
+def fingerprint(
+    name: str, cfg: object, seed: int, upstream: str | None, inputs: list[dict] | None = None
+) -> str:
     stage = STAGES[name]
-    blob = json.dumps(
-        {
-            "stage": name,
-            "config": config_hash(cfg),
-            "seed": stage_seed(seed, name),  # whatever its seed_scope: the recipe seed decides
-            "upstream": upstream,
-            "code": f"{__version__}+{stage.version}",
-        },
-        sort_keys=True,
-    )
+    doc = {
+        "stage": name,
+        "config": config_hash(cfg),
+        "seed": stage_seed(seed, name),  # whatever its seed_scope: the recipe seed decides
+        "upstream": upstream,
+        "code": f"{__version__}+{stage.version}",
+    }
+    if inputs:  # absent when the config names no file: fingerprints of such stages unchanged
+        doc["inputs"] = fingerprint_part(inputs)
+    blob = json.dumps(doc, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -62,6 +71,7 @@ class PlanItem:
     fingerprint: str
     action: str  # "run", "skip" (up to date), "reuse" (before --from), "off" (after --until)
     why: str
+    inputs: list[dict] = field(default_factory=list)  # files the config names: path, bytes, sha
 
 
 def select(recipe: Recipe, start: str | None, until: str | None, only: str | None) -> list[str]:
@@ -89,11 +99,13 @@ def plan(
     force: bool = False,
 ) -> list[PlanItem]:
     selected = select(recipe, start, until, only)
-    order = list(STAGES)
     items, upstream = [], None
+    order = list(STAGES)
     seed = recipe.run.seed
+    cache = HashCache(manifest.run_dir / CACHE_NAME)
     for name, cfg in recipe.stages.items():
-        fp = fingerprint(name, cfg, seed, upstream)
+        inputs = describe_inputs(cfg, cache)
+        fp = fingerprint(name, cfg, seed, upstream, inputs)
         done = manifest.is_done(name, fp)
         if name in selected:
             if force:
@@ -101,7 +113,7 @@ def plan(
             elif done:
                 action, why = "skip", "up to date (fingerprint and output hashes match)"
             else:
-                action, why = "run", "not run yet" if name not in manifest.stages else "changed"
+                action, why = "run", _why_changed(manifest.stages.get(name), inputs)
         elif order.index(name) < order.index(selected[0]):
             if not done:
                 raise PipelineError(
@@ -111,9 +123,21 @@ def plan(
             action, why = "reuse", "before the selected stages"
         else:
             action, why = "off", "after --until"
-        items.append(PlanItem(name, fp, action, why))
+        items.append(PlanItem(name, fp, action, why, inputs))
         upstream = fp
+    with contextlib.suppress(OSError):  # a cache: a read-only run folder only costs re-hashing
+        cache.save()
     return items
+
+
+def _why_changed(entry: dict | None, inputs: list[dict]) -> str:
+    if entry is None:
+        return "not run yet"
+    before = {i.get("path"): i.get("sha256") for i in entry.get("inputs", [])}
+    for i in inputs:
+        if i["path"] in before and before[i["path"]] != i["sha256"]:
+            return f"changed (input {i['path']} changed)"
+    return "changed"
 
 
 def run_recipe(
@@ -126,21 +150,83 @@ def run_recipe(
     progress: bool = True,
 ) -> list[PlanItem]:
     run_dir = Path(recipe.run.out_dir)
-    manifest = Manifest.load(run_dir)
-    items = plan(recipe, manifest, start, until, only, force)
     if dry_run:
-        return items
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with Executor(recipe.run.workers, progress=progress) as executor:
-        upstream: str | None = None
-        for item in items:
-            if item.action == "run":
-                _run_stage(recipe, manifest, item, upstream, executor, progress)
-            elif item.action == "skip":
-                log.info("[%s] skipped: %s", item.name, item.why)
-            if item.action != "off":
-                upstream = item.name
+        return plan(recipe, Manifest.load(run_dir), start, until, only, force)
+    _prepare_run_dir(run_dir)
+    with _exclusive(run_dir):
+        sweep_temps(run_dir)
+        manifest = Manifest.load(run_dir)
+        items = plan(recipe, manifest, start, until, only, force)
+        sync_report(manifest)  # a report lost or damaged by a crash is rebuilt, nothing re-runs
+        with Executor(recipe.run.workers, progress=progress) as executor:
+            upstream: str | None = None
+            for item in items:
+                if item.action == "run":
+                    _run_stage(recipe, manifest, item, upstream, executor, progress)
+                elif item.action == "skip":
+                    log.info("[%s] skipped: %s", item.name, item.why)
+                if item.action != "off":
+                    upstream = item.name
     return items
+
+
+def _prepare_run_dir(run_dir: Path) -> None:
+    """The run folder exists and is writable, or one line says why not."""
+    for p in (run_dir, *run_dir.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise PipelineError(f"{p}: is a file, not a folder; choose another out_dir")
+            break
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PipelineError(
+            f"{run_dir}: cannot create the run folder ({exc.strerror or exc}); "
+            "choose another out_dir"
+        ) from None
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise PipelineError(f"{run_dir}: the run folder is not writable; choose another out_dir")
+
+
+@contextlib.contextmanager
+def _exclusive(run_dir: Path) -> Iterator[None]:
+    """One `pipeline data` per run folder at a time (an advisory lock the OS drops when the
+    process dies, however it dies)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with open(run_dir / ".lock", "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise PipelineError(
+                f"{run_dir}: another `pipeline data` is running in this folder; wait for it "
+                "to finish or use another out_dir"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def sweep_temps(run_dir: Path) -> list[str]:
+    """Remove what killed runs left in the run folder: stage temp folders (`.tmp-<stage>`),
+    replaced outputs (`.old-<stage>`) and temp files of atomic writes (`.<name>.*.tmp`). The
+    run-folder lock makes sure none belongs to a live run. Returns the names removed."""
+    removed = []
+    for p in sorted(run_dir.iterdir()):
+        if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file():
+            p.unlink(missing_ok=True)
+        else:
+            continue
+        removed.append(p.name)
+    if removed:
+        log.info("removed leftovers of an interrupted run: %s", ", ".join(removed))
+    return removed
 
 
 def _run_stage(
@@ -160,6 +246,7 @@ def _run_stage(
         )
     tmp = run_dir / f".tmp-{name}"
     shutil.rmtree(tmp, ignore_errors=True)  # leftovers of an interrupted run
+    crash_point(f"{name}: before mkdir {tmp.name}")
     tmp.mkdir(parents=True)
     ctx = StageContext(
         name=name,
@@ -182,42 +269,55 @@ def _run_stage(
         raise
     seconds = time.perf_counter() - t0
     outputs = _describe_outputs(name, tmp, result.outputs)
-    final = run_dir / name
-    if final.exists():
-        old = run_dir / f".old-{name}"
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(final)
     stats = dict(result.stats)
     check_balance(stats)
     if "docs_in" in stats:
         stats["docs_per_s"] = round(stats["docs_in"] / max(seconds, 1e-9), 1)
     if "bytes_in" in stats:
         stats["mb_per_s"] = round(stats["bytes_in"] / 1e6 / max(seconds, 1e-9), 3)
-    manifest.stages[name] = {
+    entry = {
         "fingerprint": item.fingerprint,
         "seed": ctx.seed,
         "upstream": upstream,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "inputs": item.inputs,
         "outputs": outputs,
+        "report": {"seconds": round(seconds, 3), "stats": stats},
     }
-    manifest.save()
-    recipe_info = {
-        "name": recipe.run.name,
-        "path": recipe.path,
-        "config": {k: asdict(v) for k, v in recipe.stages.items()},
+    report_info = {
+        "recipe": {
+            "name": recipe.run.name,
+            "path": recipe.path,
+            "config": {k: asdict(v) for k, v in recipe.stages.items()},
+        },
+        "seed": recipe.run.seed,
     }
-    update_report(
-        run_dir,
-        recipe_info,
-        recipe.run.seed,
-        {"stage": name, "seconds": round(seconds, 3), "stats": stats},
-        list(STAGES),
-    )
+    _commit(manifest, name, tmp, entry, report_info)
     log.info("[%s] done in %.2fs: %s", name, seconds, _summary(stats))
+
+
+def _commit(
+    manifest: Manifest, name: str, tmp: Path, entry: dict, report_info: dict | None = None
+) -> None:
+    """Make a finished stage visible. The atomic manifest write is the commit point: before it
+    the manifest describes the old outputs (missing or replaced, so the stage re-runs), after it
+    the new ones with their report section. Whatever instant a crash hits, the next run sees
+    the old or the new state; the report is rebuilt from the manifest either way."""
+    run_dir = manifest.run_dir
+    final, old = run_dir / name, run_dir / f".old-{name}"
+    if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        crash_point(f"{name}: before moving the old output aside")
+        final.rename(old)
+    crash_point(f"{name}: before renaming {tmp.name} into place")
+    tmp.rename(final)
+    manifest.stages[name] = entry
+    if report_info is not None:
+        manifest.report = report_info
+    manifest.save()  # crash points inside: atomic_write_bytes
+    crash_point(f"{name}: after the manifest, before removing the old output")
+    shutil.rmtree(old, ignore_errors=True)
+    sync_report(manifest)  # crash points inside
 
 
 def _inputs(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError
+from pipeline.io import crash_point
 
 METADATA_NAME = "metadata.json"
 FORMAT_VERSION = 1
@@ -97,6 +98,7 @@ def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     then renamed. Deterministic bytes: fixed member dates (1980), members in dict order."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
+    crash_point(f"before writing {path.name}")
     try:
         with open(tmp, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
             for key, arr in arrays.items():

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import PAD, fake_tokenize, run_pack
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import read_table, sha256_file, write_table
+from pipeline.io import part_name, read_table, sha256_file, write_table
 from pipeline.packing import (
     best_fit_decreasing_reference,
     bfd_bins,
@@ -160,3 +160,33 @@ def test_long_sequences_use_wide_dtypes_and_exact_bfd(tmp_path):
     res = run_pack(tmp_path, {"seq_len": 65_536})
     ids, seg = load_pack(tmp_path / "pack")
     assert seg.dtype == np.uint32 and ids.shape == (1, 65_536) and res.stats["sequences"] == 1
+
+
+def test_each_tokenize_part_is_opened_a_bounded_number_of_times(tmp_path, monkeypatch):
+    """1,000 one-document parts into ~30 output parts: every input token file is opened by the
+    length scan and by the output part(s) that take from it, never by all of them (the old cost
+    was input parts x output parts opens)."""
+    import collections
+
+    import pipeline.stages.pack as pack_mod
+
+    fake_tokenize(tmp_path, [[5 + i] for i in range(20)])
+    tok = tmp_path / "tokenize"
+    for i in range(20, 1000):  # copies of the 20 distinct parts: writing 1,000 is the slow bit
+        for suffix in (".tokens.npy", ".docs.parquet"):
+            src = tok / part_name(i % 20, suffix)
+            (tok / part_name(i, suffix)).write_bytes(src.read_bytes())
+    opens: collections.Counter = collections.Counter()
+    real_load = np.load
+
+    def counting_load(path, *args, **kwargs):
+        opens[Path(path).name] += 1
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(pack_mod.np, "load", counting_load)
+    res = run_pack(tmp_path, {"seq_len": 64, "sequences_per_part": 8, "by_source": False})
+    num_jobs = -(-res.stats["sequences"] // 8)
+    assert num_jobs > 20  # many output parts indeed
+    assert len(opens) == 1000  # every part read ...
+    assert max(opens.values()) <= 3  # ... by the scan and the one or two parts it lands in
+    assert sum(opens.values()) <= 2 * 1000 + num_jobs

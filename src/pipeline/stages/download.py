@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config import bounded
+from pipeline.config import bounded, input_path
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import docs_table, part_name, text_bytes, write_table
 from pipeline.progress import Progress
@@ -30,7 +30,7 @@ MAX_EXAMPLES = 5
 @dataclass(frozen=True)
 class DownloadConfig:
     source: str = "tinystories"  # a registered source (`pipeline datasets`): corpus, jsonl, toy...
-    path: str | None = None  # jsonl/parquet/text: a file, a folder or a glob
+    path: str | None = input_path()  # jsonl/parquet/text: a file, a folder or a glob
     text_field: str = "text"  # jsonl/parquet/hf: the field holding the document text
     id_field: str | None = "id"  # jsonl/parquet/hf: id field; absent ids become file:line (hf: row)
     hf_path: str | None = None  # hf: hub name (org/name), local data folder or save_to_disk folder

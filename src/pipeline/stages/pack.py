@@ -130,11 +130,10 @@ def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[
 # ---------------------------------------------------------------- output
 
 
-def write_part(
-    job: dict[str, Any], token_paths: list[str], out_dir: str, seq_len: int, pad_id: int
-) -> list[str]:
-    """Build and write output part `job['index']`; returns the relative paths written."""
-    tokens = [np.load(p, mmap_mode="r", allow_pickle=False) for p in token_paths]
+def write_part(job: dict[str, Any], out_dir: str, seq_len: int, pad_id: int) -> list[str]:
+    """Build and write output part `job['index']`; returns the relative paths written. Only
+    the token arrays this part takes items from are opened (`job['token_paths']`)."""
+    tokens = [np.load(p, mmap_mode="r", allow_pickle=False) for p in job["token_paths"]]
     seg_dtype = np.uint16 if seq_len < 1 << 16 else np.uint32
     ids, seg = fill_sequences(tokens, job["items"], job["num_seqs"], seq_len, pad_id, seg_dtype)
     stem = part_name(job["index"], "")
@@ -165,6 +164,16 @@ def _jobs(
         del sl["pos"]
         jobs.append({"index": j, "num_seqs": hi - lo, "items": sl, "sources": bin_source[lo:hi]})
     return jobs
+
+
+def _attach_token_paths(jobs: list[dict[str, Any]], token_paths: list[str]) -> None:
+    """Give each job the token files it reads, and its items' `part` as an index into them:
+    the cost of opening inputs is then linear in parts, not input parts x output parts."""
+    for job in jobs:
+        parts = job["items"]["part"]
+        used, local = np.unique(parts, return_inverse=True)
+        job["items"]["part"] = local.astype(np.int64).reshape(parts.shape)
+        job["token_paths"] = [token_paths[i] for i in used.tolist()]
 
 
 # ---------------------------------------------------------------- run
@@ -230,13 +239,8 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     jobs = _jobs(items, bin_source, num_bins, cfg.seq_len, cfg.sequences_per_part)
     pad_id = meta.get("pad_id")
     pad_id = int(meta["eos_id"] if pad_id is None else pad_id)
-    fn = partial(
-        write_part,
-        token_paths=[str(p[0]) for p in pairs],
-        out_dir=str(ctx.out_dir),
-        seq_len=cfg.seq_len,
-        pad_id=pad_id,
-    )
+    _attach_token_paths(jobs, [str(p[0]) for p in pairs])
+    fn = partial(write_part, out_dir=str(ctx.out_dir), seq_len=cfg.seq_len, pad_id=pad_id)
     outputs = [f for written in ctx.executor.map(fn, jobs, desc="pack write") for f in written]
     out_meta = {
         k: meta.get(k)
