@@ -251,7 +251,7 @@ def test_load_rejects_non_bpe_file(tmp_path):
     with pytest.raises(DataError, match="model.type must be 'BPE'"):
         load(bad)
     bad.write_text("not json")
-    with pytest.raises(DataError, match="cannot read tokenizer.json"):
+    with pytest.raises(DataError, match="tokenizer.json is not valid JSON"):
         load(bad)
 
 
