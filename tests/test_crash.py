@@ -142,3 +142,20 @@ def test_lost_or_damaged_report_is_rebuilt_without_rerunning(tmp_path, caplog):
         items = run_recipe(make_recipe(run_dir, FIRST), progress=False)
         assert {i.action for i in items} == {"skip"}
         assert state(run_dir) == want
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="fcntl lock")
+def test_a_folder_in_use_is_refused(tmp_path):
+    """Two `pipeline data` in one run folder would sweep each other's temp folders."""
+    import fcntl
+
+    from pipeline.errors import PipelineError
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / ".lock", "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # as a live run holds it
+        with pytest.raises(PipelineError, match="another `pipeline data` is running"):
+            run_recipe(make_recipe(run_dir, FIRST), progress=False)
+    items = run_recipe(make_recipe(run_dir, FIRST), progress=False)  # released: runs
+    assert {i.action for i in items} == {"run"}

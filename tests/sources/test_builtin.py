@@ -166,3 +166,33 @@ def test_remote_files_declare_known_sizes():
     assert BUILTINS["shakespeare"].files[0] == RemoteFile(
         "input.txt", 1_115_394, "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
     )
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_altered_cache_entry_is_downloaded_again(tmp_path, server, caplog, pinned):
+    """A cached file changed in place (same size) is caught: against the pinned sha256, or
+    against the record of its first download; it is fetched again with a warning."""
+    data = b"the real file\n" * 100
+    server.files["f.txt"] = data
+    dest, url = tmp_path / "cache" / "f.txt", f"{server.url}/f.txt"
+    pin = (len(data), hashlib.sha256(data).hexdigest()) if pinned else (None, None)
+    fetch(url, dest, *pin, progress=False)
+    assert (tmp_path / "cache" / "f.txt.sha256").is_file()
+    gets = len([r for r in server.requests if r[0] == "GET"])
+    fetch(url, dest, *pin, progress=False)  # intact: served from the cache
+    assert len([r for r in server.requests if r[0] == "GET"]) == gets
+    dest.write_bytes(data.replace(b"real", b"FAKE"))
+    with caplog.at_level("WARNING", logger="pipeline"):
+        fetch(url, dest, *pin, progress=False)
+    assert dest.read_bytes() == data
+    assert len([r for r in server.requests if r[0] == "GET"]) == gets + 1
+    assert "downloading it again" in caplog.text and "sha256" in caplog.text
+    dest.write_bytes(data[:-5])  # truncated: caught by size alone
+    fetch(url, dest, *pin, progress=False)
+    assert dest.read_bytes() == data
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "/etc/passwd", "ftp://x/y", "http://"])
+def test_only_http_urls_are_fetched(tmp_path, url):
+    with pytest.raises(DataError, match="not an http:// or https:// URL"):
+        fetch(url, tmp_path / "f", progress=False)
