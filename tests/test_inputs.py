@@ -9,7 +9,7 @@ import os
 import pytest
 
 import pipeline.inputs as inputs_mod
-from conftest import make_recipe
+from helpers import make_recipe
 from pipeline.inputs import HashCache, input_fields
 from pipeline.runner import fingerprint, run_recipe
 from pipeline.stages import STAGES

@@ -24,13 +24,6 @@ from pipeline.sources import source_names
 from pipeline.stages import STAGES
 
 
-def input_path(default: Any = None) -> Any:
-    """A dataclass field naming input files (a file, folder or glob, or a list of them): their
-    content enters the stage's fingerprint (pipeline.inputs). Fields named `*_path` / `*_paths`
-    count as input paths without this marker."""
-    return field(default=default, metadata={"input": True})
-
-
 @dataclass(frozen=True)
 class RunConfig:
     name: str = "run"  # run name, used in the report

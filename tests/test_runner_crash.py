@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import make_recipe
+from helpers import make_recipe
 from pipeline import io
 from pipeline.runner import run_recipe
 
