@@ -97,6 +97,7 @@ def plan(
     until: str | None = None,
     only: str | None = None,
     force: bool = False,
+    save_cache: bool = True,
 ) -> list[PlanItem]:
     selected = select(recipe, start, until, only)
     items, upstream = [], None
@@ -125,8 +126,9 @@ def plan(
             action, why = "off", "after --until"
         items.append(PlanItem(name, fp, action, why, inputs))
         upstream = fp
-    with contextlib.suppress(OSError):  # a cache: a read-only run folder only costs re-hashing
-        cache.save()
+    if save_cache:
+        with contextlib.suppress(OSError):  # a cache: a read-only run folder costs re-hashing
+            cache.save()
     return items
 
 
@@ -151,7 +153,7 @@ def run_recipe(
 ) -> list[PlanItem]:
     run_dir = Path(recipe.run.out_dir)
     if dry_run:
-        return plan(recipe, Manifest.load(run_dir), start, until, only, force)
+        return plan(recipe, Manifest.load(run_dir), start, until, only, force, save_cache=False)
     _prepare_run_dir(run_dir)
     with _exclusive(run_dir):
         sweep_temps(run_dir)
