@@ -215,6 +215,33 @@ def test_billion_laughs_error_is_short(tmp_path, capsys):
     assert len(err) < 300 and "download.max_docs" in err, err
 
 
+@pytest.mark.skipif(not Path("/sys").is_dir(), reason="Linux sysfs: unwritable even for root")
+def test_unwritable_out_dir_is_one_line(tmp_path, capsys):
+    assert main([*recipe(tmp_path), "--out-dir", "/sys/pipeline-test-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: /sys/pipeline-test-run: cannot create the run folder"), err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_unreadable_input_is_one_line(tmp_path, monkeypatch, capsys):
+    """As a non-root user would see it (root reads anything, so the refusal is simulated)."""
+    import builtins
+
+    argv = jsonl(tmp_path, lines(5))
+    real_open = builtins.open
+
+    def refusing_open(file, *args, **kwargs):
+        if str(file).endswith("in.jsonl"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", refusing_open)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "in.jsonl" in err and "Permission denied" in err, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes anything")
 @pytest.mark.parametrize("what", ["input", "out_dir"])
 def test_permissions_are_one_line(tmp_path, capsys, what):
