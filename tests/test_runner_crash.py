@@ -104,14 +104,17 @@ def _cli(recipe: Path, env: dict) -> subprocess.Popen:
 
 
 def test_real_kill_at_runner_points_then_rerun(tmp_path):
-    """os._exit in a real process at two delicate instants: inside the manifest write (temp
-    written, not renamed) and inside the report write, after the manifest's commit."""
+    """os._exit in a real process: mid-stage (a half-filled .tmp-clean), inside the manifest
+    write (temp written, not renamed) and inside the report write, after the commit."""
     ref = tmp_path / "ref"
     shots, want = snapshots(ref, tmp_path / "shots", FIRST)
     labels = [label for _, label in shots]
+    mid = labels.index(
+        "before writing part-00001.parquet", labels.index("clean: before mkdir .tmp-clean")
+    )
     rename = labels.index("clean: before renaming .tmp-clean into place")
     manifest = labels.index("manifest.json written, before its rename", rename)
-    points = [manifest + 1, len(labels)]  # 1-based; the last: the report's rename
+    points = [mid + 1, manifest + 1, len(labels)]  # 1-based; the last: the report's rename
     assert labels[-1] == "pipeline_report.json written, before its rename"
     procs = {}
     for n in points:  # side by side: each pays the interpreter start-up
@@ -123,6 +126,10 @@ def test_real_kill_at_runner_points_then_rerun(tmp_path):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 86 and f"crash point {n}" in err, err
         run_dir = tmp_path / f"kill{n}"
+        left = [
+            p.name for p in run_dir.iterdir() if p.name.startswith(".") and p.name not in IGNORED
+        ]
+        assert left, "the kill left a temp folder or file behind"  # removed by the re-run:
         run_recipe(make_recipe(run_dir, FIRST), progress=False)
         got = state(run_dir)
         got["manifest.json"]["report"]["recipe"]["path"] = ""  # type: ignore[index]
