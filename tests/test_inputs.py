@@ -83,3 +83,19 @@ def test_named_files_change_the_fingerprint(tmp_path, stage, key, content):
     os.utime(f, ns=(1, 1))
     after = fingerprint(stage, cfg, 0, None, inputs_mod.describe_inputs(cfg, cache))
     assert before != after
+
+
+def test_a_folder_counts_every_file_below_it(tmp_path):
+    """download.path or hf_path naming a folder: a nested file edited re-runs the stage."""
+    (tmp_path / "data" / "train").mkdir(parents=True)
+    (tmp_path / "data" / "train" / "a.parquet").write_bytes(b"one")
+    (tmp_path / "data" / ".cache").mkdir()
+    (tmp_path / "data" / ".cache" / "lock").write_bytes(b"ignored")
+    cfg = STAGES["download"].config_cls(source="hf", hf_path=str(tmp_path / "data"))
+    found = inputs_mod.input_files(cfg)
+    assert [p.name for p in found] == ["a.parquet"]
+    cache = HashCache(None)
+    before = fingerprint("download", cfg, 0, None, inputs_mod.describe_inputs(cfg, cache))
+    (tmp_path / "data" / "train" / "a.parquet").write_bytes(b"two")
+    after = fingerprint("download", cfg, 0, None, inputs_mod.describe_inputs(cfg, cache))
+    assert before != after

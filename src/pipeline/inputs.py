@@ -3,8 +3,8 @@ and their content hashes, which enter the stage's fingerprint: an input edited i
 that stage and every stage after it.
 
 A config field names input files when its name ends in `_path` or `_paths`, or when it is
-declared with `recipe.input_path()`; its value (a string or a list of strings) is a file, a
-folder (every file in it) or a glob. A value that names no file (a builtin corpus name, null)
+declared with `config.input_path()`; its value (a string or a list of strings) is a file, a
+folder (every file below it, hidden ones aside) or a glob. A value that names no file (a builtin corpus name, null)
 adds nothing. Hashes are cached in `<run>/.input_hashes.json` by (path, size, mtime, inode), so
 a re-run reads a 10 GB input only when it changed.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, sha256_file
+from pipeline.io import atomic_write_json, iter_files, sha256_file
 
 CACHE_NAME = ".input_hashes.json"
 RACY_NS = 2_000_000_000  # a file modified this close to its hashing may change within one tick
@@ -45,7 +45,16 @@ def input_files(cfg: Any) -> list[Path]:
         value = getattr(cfg, name)
         values = value if isinstance(value, (list, tuple)) else [value]
         for v in values:
-            if isinstance(v, str) and v:
+            if not isinstance(v, str) or not v:
+                continue
+            folder = Path(v).expanduser()
+            if folder.is_dir():  # every file below it: a reader may recurse (hf data folders)
+                files += [
+                    p
+                    for p in iter_files(folder)
+                    if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                ]
+            else:
                 files += expand_paths(v)
     return files
 
