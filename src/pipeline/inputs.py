@@ -4,9 +4,10 @@ that stage and every stage after it.
 
 A config field names input files when its name ends in `_path` or `_paths`, or when it is
 declared with `config.input_path()`; its value (a string or a list of strings) is a file, a
-folder (every file below it, hidden ones aside) or a glob. A value that names no file (a builtin corpus name, null)
-adds nothing. Hashes are cached in `<run>/.input_hashes.json` by (path, size, mtime, inode), so
-a re-run reads a 10 GB input only when it changed.
+folder (every file below it, hidden ones aside) or a glob. A value that names no file (a
+builtin corpus name, a hub dataset name, null) adds nothing. Hashes are cached in
+`<run>/.input_hashes.json` by (path, size, mtime, inode), so a re-run reads a 10 GB input only
+when it changed.
 """
 
 from __future__ import annotations
