@@ -99,3 +99,13 @@ def test_a_folder_counts_every_file_below_it(tmp_path):
     (tmp_path / "data" / "train" / "a.parquet").write_bytes(b"two")
     after = fingerprint("download", cfg, 0, None, inputs_mod.describe_inputs(cfg, cache))
     assert before != after
+
+
+def test_a_quality_reference_file_enters_the_fingerprint(tmp_path):
+    from pipeline.inputs import input_files
+    from pipeline.stages.quality import QualityConfig
+
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text('{"text": "a"}\n')
+    assert input_files(QualityConfig(reference=str(ref))) == [ref]
+    assert input_files(QualityConfig()) == []  # `self` names no file
