@@ -55,11 +55,13 @@ def table(cls: type) -> list[str]:
     comments = field_comments(cls)
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
-        rng = {k: v for k, v in f.metadata.items() if v is not None}
+        rng = {k: v for k, v in f.metadata.items() if v is not None and k != "input"}
         bounds = ", ".join(f"{k} {v}" for k, v in rng.items())
         meaning = comments.get(f.name, "").replace("|", "\\|")
         if bounds:
             meaning += f" ({bounds})"
+        if f.metadata.get("input"):
+            meaning += " (a named file's content enters the fingerprint)"
         rows.append(f"| `{f.name}` | {_type(f)} | {_default(f)} | {meaning} |")
     return rows
 

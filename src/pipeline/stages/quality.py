@@ -60,7 +60,8 @@ def _weights() -> dict[str, float]:
 class QualityConfig:
     # combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier
     score: Literal["combined", "coherence", "heuristic", "classifier", "mean"] = "combined"
-    reference: str = input_path("self")  # LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file
+    # LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file
+    reference: str = input_path("self")
     reference_min_heuristic: float = bounded(0.5, ge=0.0, le=1.0)  # self: heuristic >= this
     reference_max_chars: int = bounded(8_000_000, ge=1000)  # reference sample size (~2M tokens)
     min_reference_docs: int = bounded(20, ge=2)  # per script; fewer: that script has no LM score
