@@ -5,6 +5,8 @@ num_perm, shingles, bands x rows and threshold) on the same documents, one core,
 repeats. Quality: near-duplicates of known Jaccard (word substitutions, deletions, insertions,
 paragraph reordering, boilerplate) injected into real documents; P/R/F1 at threshold 0.8.
 Usage: .venv/bin/python benchmarks/bench_dedup.py [--repeats 3] [--max-docs N]
+Over 400 lines on purpose: a benchmark script is read top to bottom as one experiment (corpus,
+injected duplicates, both peers, the table); splitting it would scatter that story.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from pipeline.io import part_name, read_table, write_table
-from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ def lower_part(cfg: LowerConfig, job: tuple[int, str, str]) -> dict:
     kept = table.filter(keep)
     kept = kept.set_column(1, "text", pc.utf8_lower(kept.column("text")))
     write_table(Path(out_dir) / part_name(index), kept)
-    return {"in": table.num_rows, "out": kept.num_rows, "pid": os.getpid()}
+    dropped = {"prefix": table.num_rows - kept.num_rows}
+    return {"counts": DocCounts(table.num_rows, kept.num_rows, dropped), "pid": os.getpid()}
 
 
 def run(cfg: LowerConfig, ctx: StageContext) -> StageResult:
@@ -42,15 +43,9 @@ def run(cfg: LowerConfig, ctx: StageContext) -> StageResult:
     calls = ctx.run_dir.parent / "lower_calls.txt"
     with open(calls, "a") as f:
         f.write(json.dumps(len(results)) + "\n")
-    docs_in = sum(r["in"] for r in results)
-    docs_out = sum(r["out"] for r in results)
-    stats = {
-        "docs_in": docs_in,
-        "docs_out": docs_out,
-        "dropped_prefix": docs_in - docs_out,
-        "worker_pids": len({r["pid"] for r in results}),
-    }
-    return StageResult([part_name(i) for i in range(len(jobs))], stats)
+    stats = {"worker_pids": len({r["pid"] for r in results})}
+    counts = [r["counts"] for r in results]  # the runner sums them
+    return StageResult([part_name(i) for i in range(len(jobs))], stats, counts)
 
 
 LOWER = Stage("clean", LowerConfig, run, version="test")

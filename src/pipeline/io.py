@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
+from pipeline.stage import DocCounts
 
 DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source", pa.string())])
 PARQUET_KW = dict(compression="zstd", compression_level=3, write_statistics=False)
@@ -171,6 +173,42 @@ def write_rejected(
     rel = f"rejected/{part_name(index)}"
     write_table(Path(out_dir) / rel, rows)
     return rel
+
+
+def column_bytes(table: pa.Table, column: str = "text") -> int:
+    """UTF-8 bytes of a string column (nulls count 0): Arrow strings are UTF-8 already."""
+    return int(pc.sum(pc.fill_null(pc.binary_length(table.column(column)), 0)).as_py() or 0)
+
+
+def write_kept_and_rejected(
+    out_dir: Path,
+    index: int,
+    table: pa.Table,
+    keep: np.ndarray,
+    reasons: list[list[str]],
+    kept: pa.Table | None = None,
+    **rejected_extra: pa.Array,
+) -> tuple[list[str], DocCounts]:
+    """The one writer of a filtering stage's part: kept rows to part-<index>.parquet (`kept`
+    when the stage changed them, else table.filter(keep)); dropped rows of `table` with their
+    `reasons` (+ `rejected_extra` columns) to rejected/part-<index>.parquet when there are any.
+
+    keep: bool [n]; reasons[k]: the reasons of the k-th dropped row, the first one counted.
+    Returns the paths written (relative to out_dir) and the part's counts, text bytes included.
+    """
+    kept = table.filter(pa.array(keep)) if kept is None else kept
+    outputs = [part_name(index)]
+    write_table(Path(out_dir) / outputs[0], kept)
+    dropped: dict[str, int] = {}
+    if not keep.all():
+        rejected = table.filter(pa.array(~keep))
+        outputs.append(write_rejected(out_dir, index, rejected, reasons, **rejected_extra))
+        for rs in reasons:
+            dropped[rs[0]] = dropped.get(rs[0], 0) + 1
+    counts = DocCounts(
+        table.num_rows, kept.num_rows, dropped, column_bytes(table), column_bytes(kept)
+    )
+    return outputs, counts
 
 
 _PART_NAME = re.compile(r"^(part-\d+)\.(.+)$")

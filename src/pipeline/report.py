@@ -89,11 +89,16 @@ def sync_report(manifest: Any, write: bool = True) -> dict[str, Any]:
     return report
 
 
+def dropped_total(stats: dict[str, Any]) -> int:
+    """Σ dropped_<reason> of a stage's stats: the one place they are summed."""
+    return sum(v for k, v in stats.items() if k.startswith("dropped_") and isinstance(v, int))
+
+
 def check_balance(stats: dict[str, Any]) -> None:
     """docs_in == docs_out + sum(dropped_*): every document is accounted for."""
     if "docs_in" not in stats or "docs_out" not in stats:
         return
-    dropped = sum(v for k, v in stats.items() if k.startswith("dropped_") and isinstance(v, int))
+    dropped = dropped_total(stats)
     if stats["docs_in"] != stats["docs_out"] + dropped:
         raise AssertionError(
             f"docs_in {stats['docs_in']} != docs_out {stats['docs_out']} + dropped {dropped}"
@@ -154,7 +159,7 @@ def format_report(report: dict[str, Any]) -> str:
     rows = [head]
     for s in report.get("stages", []):
         st = s.get("stats", {})
-        dropped = sum(v for k, v in st.items() if k.startswith("dropped_") and isinstance(v, int))
+        dropped = dropped_total(st)
         rows.append(
             (
                 s["stage"],

@@ -31,7 +31,7 @@ from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_
 from pipeline.io import crash_point, iter_files, num_records, sha256_file
 from pipeline.manifest import Manifest
 from pipeline.recipe import Recipe
-from pipeline.report import check_balance, sync_report
+from pipeline.report import check_balance, dropped_total, sync_report
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
 
@@ -271,7 +271,7 @@ def _run_stage(
         raise
     seconds = time.perf_counter() - t0
     outputs = _describe_outputs(name, tmp, result.outputs)
-    stats = dict(result.stats)
+    stats = result.all_stats()
     check_balance(stats)
     if "docs_in" in stats:
         stats["docs_per_s"] = round(stats["docs_in"] / max(seconds, 1e-9), 1)
@@ -357,7 +357,7 @@ def _summary(stats: dict) -> str:
     keys = [k for k in ("docs_in", "docs_out", "tokens_out", "docs_per_s") if k in stats]
     if not keys:  # a stage that counts something else (shard: sequences)
         keys = [k for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)][:3]
-    dropped = sum(v for k, v in stats.items() if k.startswith("dropped_") and isinstance(v, int))
+    dropped = dropped_total(stats)
     text = ", ".join(
         f"{k}={stats[k]:,}" if isinstance(stats[k], int) else f"{k}={stats[k]}" for k in keys
     )

@@ -11,7 +11,7 @@ its stats. It never writes the manifest or the report.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,9 +21,57 @@ from pipeline.executor import Executor
 
 
 @dataclass
+class DocCounts:
+    """Documents a stage (or one part of it) took in and let through, drops by reason, and the
+    UTF-8 text bytes in and out (None: not measured)."""
+
+    docs_in: int = 0
+    docs_out: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> documents
+    bytes_in: int | None = None
+    bytes_out: int | None = None
+
+    @staticmethod
+    def total(parts: Iterable[DocCounts]) -> DocCounts:
+        """The sum over parts (a reason some part reported stays, even at 0)."""
+        out = DocCounts()
+        for c in parts:
+            out.docs_in += c.docs_in
+            out.docs_out += c.docs_out
+            for reason, n in c.dropped.items():
+                out.dropped[reason] = out.dropped.get(reason, 0) + n
+            if c.bytes_in is not None:
+                out.bytes_in = (out.bytes_in or 0) + c.bytes_in
+            if c.bytes_out is not None:
+                out.bytes_out = (out.bytes_out or 0) + c.bytes_out
+        return out
+
+    def as_stats(self) -> dict[str, int]:
+        """docs_in, docs_out, dropped_<reason> (reasons in name order), bytes_in, bytes_out:
+        the first keys of a stage's report section."""
+        stats = {"docs_in": self.docs_in, "docs_out": self.docs_out}
+        stats.update({f"dropped_{r}": self.dropped[r] for r in sorted(self.dropped)})
+        if self.bytes_in is not None:
+            stats["bytes_in"] = self.bytes_in
+        if self.bytes_out is not None:
+            stats["bytes_out"] = self.bytes_out
+        return stats
+
+
+@dataclass
 class StageResult:
     outputs: list[str]  # every file written, relative to ctx.out_dir; main parts are `part-*`
-    stats: dict[str, Any]  # flat snake_case with units: docs_in, docs_out, dropped_<reason>, ...
+    stats: dict[str, Any]  # the stage's own stats, flat snake_case with units
+    # per-part document counts; the runner sums them into the report's docs_in, docs_out,
+    # dropped_<reason>, bytes_in, bytes_out (ahead of `stats`). Empty: a stage without documents
+    counts: list[DocCounts] = field(default_factory=list)
+
+    def all_stats(self) -> dict[str, Any]:
+        """The report's stats: the parts' counts summed (first), then the stage's own stats."""
+        counted = DocCounts.total(self.counts).as_stats() if self.counts else {}
+        # a stage bug, not a user error: counts come from the parts, never twice
+        assert not counted.keys() & self.stats.keys(), "counts reported in the stats too"
+        return {**counted, **self.stats}
 
 
 @dataclass(frozen=True)

@@ -120,3 +120,16 @@ def test_no_redaction_of_numbers_dates_versions_prose():
     for text in NEGATIVES:
         out, counts = redact(text)
         assert out == text, (text, counts)
+
+
+def test_every_placeholder_is_one_default_special_token():
+    """The tokenizer reserves exactly the placeholders clean writes: each encodes to one id."""
+    from pipeline.tokenizer import DEFAULT_SPECIALS, PII_PLACEHOLDERS, Tokenizer
+
+    assert set(PII_PLACEHOLDERS) == set(PLACEHOLDER.values())
+    assert set(PLACEHOLDER.values()) <= set(DEFAULT_SPECIALS)
+    tok = Tokenizer([], DEFAULT_SPECIALS)
+    text, _ = redact("mail a@example.com or see https://example.com/x today", tuple(PLACEHOLDER))
+    ids = tok.encode(text)
+    assert tok.specials[PLACEHOLDER["email"]] in ids and tok.specials[PLACEHOLDER["url"]] in ids
+    assert tok.decode(ids) == text

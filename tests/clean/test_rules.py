@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate
-from pipeline.clean.textstats import doc_stats
+from pipeline.clean.textstats import filter_stats
 from pipeline.stages.clean import CleanConfig
 
 
@@ -22,7 +22,7 @@ def test_attribution_first_all_alone():
 
 def test_null_threshold_turns_a_rule_off():
     short = "Just a short sentence with the words of a tiny document."
-    on = evaluate(np.array([doc_stats(short)]), CleanConfig())
-    off = evaluate(np.array([doc_stats(short)]), CleanConfig(min_words=None))
+    on = evaluate(np.array([filter_stats(short)]), CleanConfig())
+    off = evaluate(np.array([filter_stats(short)]), CleanConfig(min_words=None))
     j = RULE_NAMES.index("gopher_min_words_v1")
     assert on[0, j] and not off[0, j]

@@ -9,13 +9,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.rules import RULE_NAMES
-from pipeline.clean.textstats import SCRIPTS, STAT_INDEX, doc_stats
+from pipeline.clean.textstats import STAT_INDEX, filter_stats
 from pipeline.stages.clean import CleanConfig, clean_texts
 
 
 def stat(text: str, name: str) -> float:
-    return float(doc_stats(text)[STAT_INDEX[name]])
+    return float(filter_stats(text)[STAT_INDEX[name]])
 
 
 def _ref_dup_ngram_chars(words: list[str], n: int) -> int:
@@ -48,7 +49,7 @@ def test_ngram_stats_match_datatrove_reference(words):
     text = " ".join(words)
     if not text:
         return
-    out = doc_stats(text)
+    out = filter_stats(text)
     for n in (2, 3, 4):
         got = out[STAT_INDEX[f"top_{n}gram_chars_frac"]]
         assert math.isclose(got, _ref_top_ngram_chars(words, n) / len(text))
@@ -57,12 +58,12 @@ def test_ngram_stats_match_datatrove_reference(words):
         assert math.isclose(got, _ref_dup_ngram_chars(words, n) / len(text)), n
 
 
-def test_doc_stats_worked_example():
+def test_filter_stats_worked_example():
     """3 lines, 2 identical: dup_lines = 1/3, dup line chars = 10/32 ("same line." has 10 chars,
     text has 10+1+10+1+10 = 32). Words: same line. same line. the #tag x = 7; '#' once -> 1/7.
     Mean word length leaves punctuation out: (4+4+4+4+3+3+1)/7 = 23/7. Stop words: 'the' only."""
     text = "same line.\nsame line.\nthe #tag x"
-    out = doc_stats(text)
+    out = filter_stats(text)
     assert out[STAT_INDEX["num_chars"]] == 32
     assert out[STAT_INDEX["num_words"]] == 7
     assert math.isclose(out[STAT_INDEX["dup_lines_frac"]], 1 / 3)
@@ -112,13 +113,13 @@ def test_chinese_and_russian_documents_are_kept():
     batch = clean_texts(zh + ru, CleanConfig())
     failing = [RULE_NAMES[j] for j in np.flatnonzero(batch.fails.any(axis=0))]
     assert batch.keep.all(), failing
-    scripts = [SCRIPTS[int(doc_stats(t)[STAT_INDEX["dominant_script"]])] for t in (zh[0], ru[0])]
+    scripts = [SCRIPTS[int(filter_stats(t)[STAT_INDEX["dominant_script"]])] for t in (zh[0], ru[0])]
     assert scripts == ["cjk", "cyrillic"]
-    out = doc_stats(zh[0])
+    out = filter_stats(zh[0])
     assert math.isnan(out[STAT_INDEX["stop_words"]])
     assert math.isnan(out[STAT_INDEX["mean_word_length"]])
     assert out[STAT_INDEX["num_words"]] > 100  # ~1 word per Han character, not 3 "words"
-    assert doc_stats(ru[0])[STAT_INDEX["stop_words"]] >= 2
+    assert filter_stats(ru[0])[STAT_INDEX["stop_words"]] >= 2
 
 
 def test_script_consistency_drops_mixed_garble():
@@ -140,7 +141,7 @@ def test_bad_input_is_counted_never_crashes():
 
 def test_too_long_document_gets_cheap_stats_only():
     text = "lorem ipsum " * 100  # 1200 chars
-    out = doc_stats(text, max_chars=1000)
+    out = filter_stats(text, max_chars=1000)
     assert out[STAT_INDEX["num_chars"]] == 1200
     assert math.isnan(out[STAT_INDEX["num_words"]])
     cfg = CleanConfig(max_chars=1000)
@@ -154,7 +155,7 @@ def test_chinese_page_quoting_english_terms_stays_cjk():
     words it is 3 words against ~60, so the page stays CJK and no English rule applies."""
     rng = np.random.default_rng(2)
     text = "了解 Prometheus Federation 功能\n\n" + _paragraphs(ZH, rng, "") + " 使用 Server 部署。"
-    out = doc_stats(text)
+    out = filter_stats(text)
     assert SCRIPTS[int(out[STAT_INDEX["dominant_script"]])] == "cjk"
     assert math.isnan(out[STAT_INDEX["stop_words"]])
     assert clean_texts([text], CleanConfig()).keep.all()

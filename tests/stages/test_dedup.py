@@ -82,7 +82,7 @@ def test_worked_example_clusters(tmp_path, verify):
         ("d2", ["near_dup"], 0),
         ("d4", ["exact_dup"], 3),
     ]
-    s = res.stats
+    s = res.all_stats()
     assert (s["docs_in"], s["docs_out"], s["dropped_exact_dup"], s["dropped_near_dup"]) == (
         6,
         3,
@@ -133,7 +133,7 @@ def test_short_and_empty_documents(tmp_path):
     rej = {r["id"]: r["reasons"][0] for r in _read(out, "rejected/part-*.parquet")}
     assert rej == {"1": "near_dup"}
     assert kept == ["0", "2", "3", "4", "5"]
-    assert res.stats["docs_without_shingles"] == 3
+    assert res.all_stats()["docs_without_shingles"] == 3
 
 
 def test_toy_corpus_end_to_end(toy_run):
@@ -179,7 +179,7 @@ def test_rerun_on_own_output_drops_nothing(tmp_path):
     table = docs_table(["p", "q", "r"], [a, a, _doc(7)], ["t"] * 3)
     _, out = _run_parts(tmp_path / "1", [table])
     again, out2 = _run_parts(tmp_path / "2", [read_table(out / "part-00000.parquet")])
-    assert again.stats["docs_out"] == again.stats["docs_in"] == 2
+    assert again.all_stats()["docs_out"] == again.all_stats()["docs_in"] == 2
     assert pq.read_schema(out2 / "part-00000.parquet").names.count("cluster") == 1
 
 
@@ -192,7 +192,7 @@ def test_bloom_mode_removes_exact_dups(tmp_path):
         ("3", ["exact_dup"], -1),
         ("4", ["exact_dup"], -1),
     ]
-    s = res.stats
+    s = res.all_stats()
     assert s["bloom_hashes"] == 13 and s["bloom_fp_estimate"] < 1e-4 * 1.5
 
 

@@ -46,7 +46,7 @@ def test_stage_conserves_tokens_and_writes_layout(tmp_path):
     res = run_pack(tmp_path, {"seq_len": 64, "sequences_per_part": 10})
     ids, seg = load_pack(tmp_path / "pack")
     assert ids.shape[1] == 64 and ids.dtype == np.uint16 and seg.dtype == np.uint16
-    assert res.stats["sequences"] == len(ids)
+    assert res.all_stats()["sequences"] == len(ids)
     # every document's tokens appear once, contiguous runs per segment
     pieces = []
     for row_ids, row_seg in zip(ids, seg, strict=True):
@@ -58,8 +58,8 @@ def test_stage_conserves_tokens_and_writes_layout(tmp_path):
     got = np.sort(np.concatenate(pieces))
     want = np.sort(np.concatenate(docs_of(tmp_path)))
     assert np.array_equal(got, want)
-    assert res.stats["docs_in"] == 120 and res.stats["tokens_out"] == int(want.size)
-    assert res.stats["padding_tokens"] == ids.size - want.size
+    assert res.all_stats()["docs_in"] == 120 and res.all_stats()["tokens_out"] == int(want.size)
+    assert res.all_stats()["padding_tokens"] == ids.size - want.size
     meta = json.loads((tmp_path / "pack" / "meta.json").read_text())
     assert meta["seq_len"] == 64 and meta["pad_id"] == PAD and meta["num_sequences"] == len(ids)
     seqs = read_table(tmp_path / "pack" / "part-00000.seqs.parquet")
@@ -69,7 +69,11 @@ def test_stage_conserves_tokens_and_writes_layout(tmp_path):
 def test_by_source_gives_single_source_sequences(tmp_path):
     fake_tokenize(tmp_path, [[20] * 30], sources=["a", "b", "c"])
     res = run_pack(tmp_path, {"seq_len": 50})
-    assert res.stats["sequences_per_source"] == {"a": 5, "b": 5, "c": 5}  # 10 docs of 20 -> 5 x 40
+    assert res.all_stats()["sequences_per_source"] == {
+        "a": 5,
+        "b": 5,
+        "c": 5,
+    }  # 10 docs of 20 -> 5 x 40
 
 
 def test_strategies_report_truncations_and_padding(tmp_path):
@@ -146,7 +150,7 @@ def test_by_source_false_mixes_sources(tmp_path):
         run_dir = tmp_path / str(by_source)
         fake_tokenize(run_dir, [[20, 20, 20]], sources=["a", "b", "c"])
         res = run_pack(run_dir, {"seq_len": 64, "by_source": by_source})
-        assert res.stats["sequences"] == want
+        assert res.all_stats()["sequences"] == want
         _, seg = load_pack(run_dir / "pack")
         assert seg.max() == 4 - want  # 1 segment each, or 3 in the one mixed sequence
 
@@ -159,7 +163,7 @@ def test_long_sequences_use_wide_dtypes_and_exact_bfd(tmp_path):
     fake_tokenize(tmp_path, [[10, 7]])
     res = run_pack(tmp_path, {"seq_len": 65_536})
     ids, seg = load_pack(tmp_path / "pack")
-    assert seg.dtype == np.uint32 and ids.shape == (1, 65_536) and res.stats["sequences"] == 1
+    assert seg.dtype == np.uint32 and ids.shape == (1, 65_536) and res.all_stats()["sequences"] == 1
 
 
 def test_each_tokenize_part_is_opened_a_bounded_number_of_times(tmp_path, monkeypatch):
@@ -185,7 +189,7 @@ def test_each_tokenize_part_is_opened_a_bounded_number_of_times(tmp_path, monkey
 
     monkeypatch.setattr(pack_mod.np, "load", counting_load)
     res = run_pack(tmp_path, {"seq_len": 64, "sequences_per_part": 8, "by_source": False})
-    num_jobs = -(-res.stats["sequences"] // 8)
+    num_jobs = -(-res.all_stats()["sequences"] // 8)
     assert num_jobs > 20  # many output parts indeed
     assert len(opens) == 1000  # every part read ...
     assert max(opens.values()) <= 3  # ... by the scan and the one or two parts it lands in

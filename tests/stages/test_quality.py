@@ -337,12 +337,13 @@ def test_empty_part_from_upstream(tmp_path):
     inputs = {"dedup": StageInputs.from_dir("dedup", tmp_path / "in")}
     ctx = StageContext("quality", tmp_path, out, 1, inputs, "dedup", Executor(1), False)
     result = run(cfg, ctx)
-    assert result.stats["docs_in"] == 40 and result.stats["classifier"]["status"] == "trained"
+    stats = result.all_stats()
+    assert stats["docs_in"] == 40 and stats["classifier"]["status"] == "trained"
     assert (
         "part-00000.parquet" in result.outputs and "rejected/part-00001.parquet" in result.outputs
     )
     assert pq.read_table(out / "part-00000.parquet").num_rows == 0
-    assert result.stats["docs_out"] == 30
+    assert result.all_stats()["docs_out"] == 30
 
 
 # ---------------------------------------------------------------- the LM and coherence (default)

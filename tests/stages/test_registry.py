@@ -16,12 +16,12 @@ import pytest
 from helpers import make_recipe
 from pipeline.config import bounded
 from pipeline.errors import RecipeError
-from pipeline.io import part_name, read_table, write_rejected, write_table
+from pipeline.io import read_table, write_kept_and_rejected
 from pipeline.report import load_report
 from pipeline.runner import run_recipe
 from pipeline.sources import Record, Source, register_source, unregister_source
 from pipeline.sources.files import expand_paths
-from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.stages import STAGES, register_stage, unregister_stage
 
 
@@ -38,27 +38,26 @@ class ShoutConfig:
     min_chars: int = bounded(10, ge=0)  # documents shorter than this are dropped
 
 
-def shout_part(item: tuple[int, str], cfg: ShoutConfig, out_dir: str) -> dict[str, Any]:
+def shout_part(item: tuple[int, str], cfg: ShoutConfig, out_dir: str) -> DocCounts:
+    """One part: upper-case the kept documents; short ones go to rejected/ as `too_short`."""
     index, path = item
     table = read_table(Path(path))
-    short = pc.less(pc.utf8_length(table.column("text")), cfg.min_chars)
-    kept = table.filter(pc.invert(short))
+    keep = pc.greater_equal(pc.utf8_length(table.column("text")), cfg.min_chars).to_numpy()
+    kept = table.filter(keep)
     kept = kept.set_column(1, "text", pc.utf8_upper(kept.column("text")))
-    outputs = [part_name(index)]
-    write_table(Path(out_dir) / outputs[0], kept)
-    rejected = table.filter(short)
-    if rejected.num_rows:
-        reasons = [["too_short"]] * rejected.num_rows
-        outputs.append(write_rejected(Path(out_dir), index, rejected, reasons))
-    return {"outputs": outputs, "docs_in": table.num_rows, "docs_out": kept.num_rows}
+    reasons = [["too_short"]] * int((~keep).sum())
+    _, counts = write_kept_and_rejected(Path(out_dir), index, table, keep, reasons, kept)
+    return counts
 
 
 def run_shout(cfg: ShoutConfig, ctx: StageContext) -> StageResult:
     fn = functools.partial(shout_part, cfg=cfg, out_dir=str(ctx.out_dir))
-    results = ctx.executor.map(fn, [(i, str(p)) for i, p in enumerate(ctx.input_parts)])
-    docs_in, docs_out = sum(r["docs_in"] for r in results), sum(r["docs_out"] for r in results)
-    stats = {"docs_in": docs_in, "docs_out": docs_out, "dropped_too_short": docs_in - docs_out}
-    return StageResult([o for r in results for o in r["outputs"]], stats)
+    counts = ctx.executor.map(fn, [(i, str(p)) for i, p in enumerate(ctx.input_parts)])
+    return StageResult(list_outputs(ctx.out_dir), {"min_chars": cfg.min_chars}, counts)
+
+
+def list_outputs(out_dir: Path) -> list[str]:
+    return sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*.parquet"))
 
 
 @pytest.fixture
@@ -84,8 +83,14 @@ def test_a_new_source_and_stage_run_end_to_end(tmp_path, registered):
     assert [i.action for i in run_recipe(recipe, progress=False)] == ["run"] * 3
     report = {s["stage"]: s["stats"] for s in load_report(tmp_path / "run")["stages"]}
     assert list(report) == ["download", "shout", "dedup"]
-    assert report["shout"] == {**report["shout"], "docs_in": 4, "docs_out": 3}
-    assert report["shout"]["dropped_too_short"] == 1
+    assert {k: v for k, v in report["shout"].items() if not k.endswith("_per_s")} == {
+        "docs_in": 4,  # summed by the runner from the parts' DocCounts
+        "docs_out": 3,
+        "dropped_too_short": 1,
+        "bytes_in": 51,
+        "bytes_out": 47,
+        "min_chars": 5,
+    }
     assert report["dedup"]["docs_in"] == 3 and report["dedup"]["dropped_exact_dup"] == 1
     texts = read_table(tmp_path / "run" / "dedup" / "part-00000.parquet").column("text")
     assert texts.to_pylist() == ["A SHORT ONE"]

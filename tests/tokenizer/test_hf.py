@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import sys
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from helpers import run_stages
-from pipeline.tokenizer import hf, load
-from pipeline.tokenizer.bpe import PII_PLACEHOLDERS
+from pipeline.errors import DataError
+from pipeline.tokenizer import PII_PLACEHOLDERS, encoder, hf, load, save
+from tokenizer_cases import MIXED
 
 transformers = pytest.importorskip("transformers")
 
@@ -128,3 +130,61 @@ def test_tokenize_stage_needs_no_transformers(tmp_path, monkeypatch):
     config = json.loads((tmp_path / "run/tokenize/hf_tokenizer/tokenizer_config.json").read_text())
     assert config["eos_token"] == "<|endoftext|>" and config["pad_token"] == "<|pad|>"
     assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+
+
+# ---------------------------------------------------------------- tokenizer.json in HF `tokenizers`
+
+
+def test_hf_tokenizers_loads_our_file_with_identical_ids(tok, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    path = tmp_path / "tokenizer.json"
+    save(tok, path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    corpus = MIXED + ["the cat sat on the mat 2024", "x" * 3000, "\n\n\n  \t"]
+    for text in corpus:
+        assert hf.encode(text).ids == tok.encode(text), text
+        assert hf.decode(tok.encode(text), skip_special_tokens=False) == text
+    back = load(path)
+    assert back.vocab_size == tok.vocab_size
+    assert all(back.encode(t) == tok.encode(t) for t in corpus)
+    assert path.read_bytes() == (
+        save(back, tmp_path / "again.json") and (tmp_path / "again.json").read_bytes()
+    )
+
+
+def test_load_rejects_non_bpe_file(tmp_path):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": {"type": "WordPiece", "vocab": {}}}')
+    with pytest.raises(DataError, match="model.type must be 'BPE'"):
+        load(bad)
+    bad.write_text("not json")
+    with pytest.raises(DataError, match="tokenizer.json is not valid JSON"):
+        load(bad)
+
+
+def test_load_a_tokenizer_trained_by_hf(tmp_path):
+    """A file HF's BpeTrainer wrote (stock ByteLevel pre-tokenizer, specials first, its own
+    byte ids): we load it and give HF's ids, including for specials in the text."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|pad|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(MIXED * 5, trainer=trainer)
+    path = tmp_path / "hf.json"
+    hf.save(str(path))
+    ours = load(path)
+    assert ours.eos_id == hf.token_to_id("<|endoftext|>")
+    for text in [*MIXED, "numbers 1234567 and 'quotes' \r\n"]:
+        assert ours.encode(text) == hf.encode(text).ids, text
+        assert ours.decode(ours.encode(text)) == text
+    with patch.object(encoder, "MIN_VECTOR", 1):  # HF's own byte ids through the vectorised path
+        texts = [*MIXED, "numbers 1234567 and 'quotes' \r\n"]
+        assert load(path).encode_batch(texts) == [hf.encode(t).ids for t in texts]

@@ -19,7 +19,7 @@ from pipeline.clean.textstats import STAT_INDEX
 @dataclass(frozen=True)
 class Rule:
     name: str  # stable reason string, versioned: bump _vN when the statistic's meaning changes
-    stat: str  # a name in textstats.STAT_NAMES
+    stat: str  # a name in textstats.FILTER_STAT_NAMES
     key: str  # CleanConfig field holding the threshold (None disables) or a bool switch
     direction: str  # "max": drop when stat > threshold; "min": drop when stat < threshold
 

@@ -2,98 +2,38 @@
 
 Every character gets a class (whitespace, digit, punctuation, symbol, mark, or a letter of a
 script) from one lookup table; words, their lengths and 64-bit content hashes then come from
-numpy array ops, and lines/paragraphs from a few C-level splits. `doc_stats` returns one float
-per name in STAT_NAMES; NaN means "does not apply" (e.g. stop words in Chinese) and never fails a
-rule. Words are whitespace tokens, except that each Han/kana/Thai-like character is one word.
+numpy array ops, and lines/paragraphs from a few C-level splits. `filter_stats` returns one
+float per name in FILTER_STAT_NAMES; NaN means "does not apply" (e.g. stop words in Chinese) and
+never fails a rule. Words are whitespace tokens, except that each Han/kana/Thai-like character
+is one word. (Not the quality score's statistics: those are pipeline.quality.features.)
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
 import numpy as np
 
+from pipeline.clean.charclass import (
+    CYRILLIC,
+    DIGIT,
+    LATIN,
+    MARK,
+    NUM_CLASSES,
+    OTHER,
+    PUNCT,
+    SCRIPTS,
+    SYMBOL,
+    UNSPACED,
+    char_classes,
+    class_counts,
+    word_spans,
+)
 from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
 from pipeline.hashing import GOLDEN64, span_hashes
 
-# character classes; letters are split by script so the dominant script can be measured
-OTHER, SPACE, DIGIT, PUNCT, SYMBOL, MARK = range(6)
-LATIN, CYRILLIC, GREEK, ARABIC, HEBREW, CJ, HANGUL, INDIC, SEA, OTHER_LETTER = range(6, 16)
-NUM_CLASSES = 16
-SCRIPTS = (
-    "latin",
-    "cyrillic",
-    "greek",
-    "arabic",
-    "hebrew",
-    "cjk",
-    "hangul",
-    "indic",
-    "southeast_asian",
-    "other",
-)
-UNSPACED = (CJ, SEA)  # scripts written without spaces between words
-
-_SCRIPT_RANGES = [
-    (LATIN, 0x0041, 0x02AF),
-    (LATIN, 0x1E00, 0x1EFF),
-    (LATIN, 0x2C60, 0x2C7F),
-    (LATIN, 0xA720, 0xA7FF),
-    (LATIN, 0xFF21, 0xFF5A),
-    (GREEK, 0x0370, 0x03FF),
-    (GREEK, 0x1F00, 0x1FFF),
-    (CYRILLIC, 0x0400, 0x052F),
-    (CYRILLIC, 0x1C80, 0x1C8F),
-    (CYRILLIC, 0x2DE0, 0x2DFF),
-    (CYRILLIC, 0xA640, 0xA69F),
-    (HEBREW, 0x0590, 0x05FF),
-    (HEBREW, 0xFB1D, 0xFB4F),
-    (ARABIC, 0x0600, 0x06FF),
-    (ARABIC, 0x0750, 0x077F),
-    (ARABIC, 0x08A0, 0x08FF),
-    (ARABIC, 0xFB50, 0xFDFF),
-    (ARABIC, 0xFE70, 0xFEFF),
-    (INDIC, 0x0900, 0x0DFF),
-    (SEA, 0x0E00, 0x0EFF),
-    (SEA, 0x1000, 0x109F),
-    (SEA, 0x1780, 0x17FF),
-    (HANGUL, 0x1100, 0x11FF),
-    (HANGUL, 0x3130, 0x318F),
-    (HANGUL, 0xAC00, 0xD7AF),
-    (CJ, 0x2E80, 0x2FDF),
-    (CJ, 0x3005, 0x3007),
-    (CJ, 0x3040, 0x30FF),
-    (CJ, 0x3100, 0x312F),
-    (CJ, 0x31F0, 0x31FF),
-    (CJ, 0x3400, 0x4DBF),
-    (CJ, 0x4E00, 0x9FFF),
-    (CJ, 0xF900, 0xFAFF),
-    (CJ, 0xFF66, 0xFF9F),
-]
-
-
-def _build_table() -> np.ndarray:
-    """uint8 [65536]: the class of every BMP code point (~40 ms, once per process)."""
-    table = np.zeros(0x10000, np.uint8)
-    script = np.full(0x10000, OTHER_LETTER, np.uint8)
-    for cls, lo, hi in _SCRIPT_RANGES:
-        script[lo : hi + 1] = cls
-    first = {"N": DIGIT, "P": PUNCT, "S": SYMBOL, "M": MARK}
-    for cp in range(0x10000):
-        ch = chr(cp)
-        if ch.isspace():
-            table[cp] = SPACE
-            continue
-        cat = unicodedata.category(ch)
-        table[cp] = script[cp] if cat[0] == "L" else first.get(cat[0], OTHER)
-    return table
-
-
-_TABLE = _build_table()
-
-STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
+GOPHER_STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
     LATIN: ("the", "be", "to", "of", "and", "that", "have", "with"),
     CYRILLIC: ("и", "в", "не", "на", "что", "с", "он", "как"),
 }
@@ -110,7 +50,7 @@ FINEWEB_END = (".", "?", "!", '"', "'", "\u201d", "\u2019", "\u3002", "\uff01", 
 TOP_NGRAMS = (2, 3, 4)
 DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
 
-STAT_NAMES = (
+FILTER_STAT_NAMES = (
     "num_chars",
     "num_words",
     "mean_word_length",
@@ -140,46 +80,11 @@ STAT_NAMES = (
     "newlines_per_word",
     "dominant_script",  # index into SCRIPTS; not a filter statistic (for docs_per_script)
 )
-STAT_INDEX = {name: i for i, name in enumerate(STAT_NAMES)}
+STAT_INDEX = {name: i for i, name in enumerate(FILTER_STAT_NAMES)}
 _NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
     STAT_INDEX[f"dup_{n}gram_chars_frac"] for n in DUP_NGRAMS
 ]
-NUM_STATS = len(STAT_NAMES)
-
-
-def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """(code points uint8 or uint32 [n], classes uint8 [n]) of a text without lone surrogates."""
-    if text.isascii():
-        cp = np.frombuffer(text.encode("ascii"), np.uint8)
-        return cp, _TABLE[:128][cp]
-    cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
-    cls = _TABLE[np.minimum(cp, 0xFFFF)]
-    high = cp > 0xFFFF
-    if high.any():  # astral planes: CJK extensions are letters, emoji and the rest symbols
-        hc = cp[high]
-        cls[high] = np.where((hc >= 0x20000) & (hc < 0x40000), CJ, SYMBOL)
-    return cp, cls
-
-
-def _class_counts(cls: np.ndarray) -> np.ndarray:
-    """int64 [NUM_CLASSES]; bincount casts to intp (8x the memory), so big texts count per class."""
-    if len(cls) < 1 << 16:
-        return np.bincount(cls, minlength=NUM_CLASSES)
-    return np.array([np.count_nonzero(cls == k) for k in range(NUM_CLASSES)], np.int64)
-
-
-def _tokens(cp: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Word spans: (starts, ends) int64 [w]. Whitespace separates; unspaced letters stand alone."""
-    nonws = cls != SPACE
-    unsp = (cls == CJ) | (cls == SEA)
-    prev_nonws = np.concatenate(([False], nonws[:-1]))
-    prev_unsp = np.concatenate(([False], unsp[:-1]))
-    start = nonws & (~prev_nonws | unsp | prev_unsp)
-    starts = np.flatnonzero(start)
-    boundary = np.concatenate(((~nonws | start)[1:], [True]))  # a word ends before position p+1
-    ends_at = np.flatnonzero(boundary) + 1
-    ends = ends_at[np.searchsorted(ends_at, starts, side="right")]
-    return starts, ends
+NUM_STATS = len(FILTER_STAT_NAMES)
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:
@@ -267,7 +172,7 @@ def _script_words(cls: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]
 def _word_stats(text: str, cp: np.ndarray, cls: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Fill the word-based statistics; returns word starts int64 [w]."""
     n = len(cp)
-    starts, ends = _tokens(cp, cls)
+    starts, ends = word_spans(cp, cls)
     n_tok = len(starts)
     lengths = ends - starts
     is_letter = cls >= LATIN
@@ -378,7 +283,7 @@ def _line_stats(text: str, out: np.ndarray, dominant: int, c4_args: tuple[int, i
     out[STAT_INDEX["c4_curly_bracket"]] = curly
 
 
-def doc_stats(
+def filter_stats(
     text: str, max_chars: int | None = None, c4_args: tuple[int, int] = (5, 1000)
 ) -> np.ndarray:
     """All statistics of one normalised document: float64 [NUM_STATS], NaN = not applicable.
@@ -393,7 +298,7 @@ def doc_stats(
     if n == 0:
         return out
     cp, cls = char_classes(text)
-    counts = _class_counts(cls)
+    counts = class_counts(cls)
     num_letters = int(counts[LATIN:].sum())
     out[STAT_INDEX["non_alnum_chars_frac"]] = (n - num_letters - counts[DIGIT] - counts[MARK]) / n
     out[STAT_INDEX["digit_chars_frac"]] = counts[DIGIT] / n
@@ -414,7 +319,7 @@ def doc_stats(
     out[STAT_INDEX["dominant_script"]] = dominant - LATIN if num_letters else len(SCRIPTS) - 1
     if dominant in UNSPACED:
         out[STAT_INDEX["mean_word_length"]] = np.nan  # a character is not a word there
-    stop = STOP_WORDS.get(dominant)
+    stop = GOPHER_STOP_WORDS.get(dominant)
     if stop is not None:  # distinct stop words present, as Gopher ("at least two of")
         words = {w.strip(_STRIP) for w in set(text.lower().split())}
         out[STAT_INDEX["stop_words"]] = sum(w in words for w in stop)

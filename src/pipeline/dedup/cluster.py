@@ -6,6 +6,8 @@ Everything here works on compact per-document arrays gathered from all parts in 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pipeline.dedup.lsh import band_keys
@@ -108,3 +110,43 @@ def size_histogram(labels: np.ndarray) -> tuple[dict[str, int], np.ndarray, np.n
         if c:
             hist[str(lo) if lo == hi else (f"{lo}-{hi}" if hi < 1 << 62 else f"{lo}+")] = c
     return hist, ids, sz
+
+
+def example_members(
+    labels: np.ndarray, decision: np.ndarray, ids: np.ndarray, sizes: np.ndarray, num: int, per: int
+) -> np.ndarray:
+    """bool [N]: members shown for the `num` largest clusters (the kept one + `per - 1` others)."""
+    show = np.zeros(len(labels), bool)
+    for c in ids[np.lexsort((ids, -sizes))][:num].tolist():
+        members = np.flatnonzero(labels == c)
+        kept = members[decision[members] == KEEP]
+        show[np.concatenate([kept, members[decision[members] != KEEP][: per - 1]])] = 1
+    return show
+
+
+def cluster_stats(
+    hist: dict[str, int], ids: np.ndarray, sizes: np.ndarray, rows: list[dict]
+) -> dict[str, Any]:
+    """Cluster counts and sizes, and the example clusters from `rows` (one dict per shown
+    document: index, cluster, id, reason, text), largest cluster first."""
+    largest = int(np.argmax(sizes)) if len(sizes) else -1
+    stats: dict[str, Any] = {
+        "clusters": len(ids),
+        "docs_in_clusters": int(sizes.sum()),
+        "cluster_size_histogram": hist,
+        "largest_cluster_size": int(sizes[largest]) if len(sizes) else 0,
+        "largest_cluster_id": int(ids[largest]) if len(sizes) else -1,
+    }
+    groups: dict[int, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: (r["reason"] != "kept", r["index"])):
+        groups.setdefault(row["cluster"], []).append(row)
+    size_of = dict(zip(ids.tolist(), sizes.tolist(), strict=True))
+    stats["example_clusters"] = [
+        {
+            "cluster": c,
+            "size": size_of[c],
+            "docs": [{k: d[k] for k in ("id", "reason", "text")} for d in docs],
+        }
+        for c, docs in sorted(groups.items(), key=lambda kv: (-size_of[kv[0]], kv[0]))
+    ]
+    return stats

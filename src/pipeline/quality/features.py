@@ -56,6 +56,7 @@ UNIQUE_WINDOW = 200  # unique-word ratio over the first 200 words: independent o
 WORD_LEN_RANGE = (3.0, 10.0)  # Gopher: mean word length within [3, 10] characters
 
 _LETTER_TOKEN = re.compile(r"[^\W\d_]+")  # runs of letters: stop words, word lengths
+HASH_SEED = 0  # fixed: a saved model must hash words exactly as it did in training
 _FEATURE_TOKEN = re.compile(r"[^\W_]+")  # runs of letters/digits: the hashed features
 _NO_ALPHA_WORD = re.compile(r"(?<!\S)(?:[^\w\s]|[\d_])+(?!\S)")  # words without a letter
 _SYMBOL = re.compile(r"[^\w\s.,;:!?'\"()\-\u2019\u201c\u201d]")  # not prose punctuation

@@ -18,14 +18,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
 from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
-from pipeline.clean.textstats import NUM_STATS, SCRIPTS, STAT_INDEX, doc_stats
+from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
 from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import part_name, read_table, text_bytes, write_rejected, write_table
-from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.io import read_table, write_kept_and_rejected
+from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
     for i, raw in enumerate(texts):
         text, counts = normalize_text(raw or "", opts)
         norm_counts += counts
-        stats[i] = doc_stats(text, cfg.max_chars, c4_args)
+        stats[i] = filter_stats(text, cfg.max_chars, c4_args)
         out_texts.append(text)
     codes = stats[:, STAT_INDEX["dominant_script"]]
     scripts.update(SCRIPTS[int(c)] for c in codes[~np.isnan(codes)])
@@ -166,24 +167,18 @@ def clean_part(item: tuple[int, str], cfg: CleanConfig, out_dir: str) -> dict[st
         raise DataError(in_path, f"no 'text' column; columns: {', '.join(table.column_names)}")
     texts = table.column("text").to_pylist()
     batch = clean_texts(texts, cfg)
-    keep = pa.array(batch.keep)
-    kept = table.filter(keep)
+    kept = table.filter(pa.array(batch.keep))
     kept_texts = [t for t, k in zip(batch.texts, batch.keep, strict=True) if k]
     text_col = kept.column_names.index("text")
     kept = kept.set_column(text_col, "text", pa.array(kept_texts, pa.string()))
-    outputs = [part_name(index)]
-    write_table(Path(out_dir) / outputs[0], kept)
-    dropped = ~batch.keep
-    if dropped.any():
-        rej = table.filter(pa.array(dropped))
-        outputs.append(write_rejected(out_dir, index, rej, _reasons(batch.fails[dropped])))
+    reasons = _reasons(batch.fails[~batch.keep])  # every failed rule, the first one counted
+    outputs, counts = write_kept_and_rejected(
+        Path(out_dir), index, table, batch.keep, reasons, kept=kept
+    )
     att = attribution(batch.fails)
     return {
         "outputs": outputs,
-        "docs_in": len(texts),
-        "docs_out": int(batch.keep.sum()),
-        "bytes_in": text_bytes(t or "" for t in texts),
-        "bytes_out": text_bytes(kept_texts),
+        "counts": counts,
         "first": att["first"],
         "all": att["all"],
         "alone": att["alone"],
@@ -201,15 +196,9 @@ def _reduce(results: list[dict[str, Any]], cfg: CleanConfig) -> dict[str, Any]:
     all_ = sum(r["all"] for r in results)
     alone = sum(r["alone"] for r in results)
     hist = sum(r["hist"] for r in results)
-    docs_in = sum(r["docs_in"] for r in results)
-    docs_out = sum(r["docs_out"] for r in results)
-    stats: dict[str, Any] = {"docs_in": docs_in, "docs_out": docs_out}
-    stats.update(
-        {f"dropped_{name}": int(first[j]) for j, name in enumerate(RULE_NAMES) if first[j]}
-    )
-    stats["bytes_in"] = sum(r["bytes_in"] for r in results)
-    stats["bytes_out"] = sum(r["bytes_out"] for r in results)
-    stats["kept_frac"] = round(docs_out / docs_in, 4) if docs_in else 0.0
+    total = DocCounts.total(r["counts"] for r in results)  # the runner reports the counts
+    stats: dict[str, Any] = {}
+    stats["kept_frac"] = round(total.docs_out / total.docs_in, 4) if total.docs_in else 0.0
     norm = sum(r["normalize"] for r in results)
     stats.update({name: int(norm[i]) for i, name in enumerate(NORMALIZE_COUNTERS)})
     pii: Counter[str] = Counter()
@@ -233,7 +222,8 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     items = [(i, str(p)) for i, p in enumerate(ctx.input_parts)]
     results = ctx.executor.map(fn, items, desc="clean")
     outputs = [o for r in results for o in r["outputs"]]
-    return StageResult(outputs=outputs, stats=_reduce(results, cfg))
+    counts = [r["counts"] for r in results]
+    return StageResult(outputs=outputs, stats=_reduce(results, cfg), counts=counts)
 
 
 STAGE = Stage("clean", CleanConfig, run, version="1", needs=("download",))

@@ -1,8 +1,9 @@
 """dedup: drop exact duplicates (xxh3-128 of whitespace-normalised text, hash set or Bloom filter)
 and near duplicates (MinHash of word n-grams, LSH bands, verified Jaccard, union-find clusters).
 
-Map over parts to compact arrays (hash keys, signatures, lengths), reduce once in this process
-(band tasks give edges, only edges meet), then map again to write kept and rejected parts.
+Map over parts to compact arrays (hash keys, signatures, lengths) gathered into a DedupState,
+reduce once in this process (band tasks give edges, only edges meet), then map again to write
+kept and rejected parts. The algorithms live in pipeline.dedup; this module is the shell.
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import xxhash
 
 from pipeline.config import SEED_LIMIT, bounded
 from pipeline.dedup import cluster as cl
-from pipeline.dedup.bloom import BloomFilter, bloom_size
+from pipeline.dedup import exact
 from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
 from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
 from pipeline.dedup.unionfind import components
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import part_name, read_table, text_bytes, write_rejected, write_table
+from pipeline.io import read_table, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
@@ -76,14 +76,6 @@ class DedupConfig:
 # ---------------------------------------------------------------- map 1: per-part arrays
 
 
-def exact_keys(texts: list[str]) -> np.ndarray:
-    """xxh3-128 of each text with whitespace runs collapsed and ends stripped: uint64 [n, 2]."""
-    blob = b"".join(
-        xxhash.xxh3_128_digest(" ".join(t.split()).encode("utf-8", "surrogatepass")) for t in texts
-    )
-    return np.frombuffer(blob, np.uint64).reshape(-1, 2).copy()
-
-
 def _batches(texts: list[str], max_docs: int) -> list[tuple[int, int]]:
     """[lo, hi) ranges of at most `max_docs` texts and about BATCH_CHARS characters: hashing
     temporaries are ~40 bytes per character, so a batch stays ~20 MB however long the texts."""
@@ -110,14 +102,14 @@ def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
     if table.column("text").null_count:
         raise DataError(str(path), f"{table.column('text').null_count} rows have a null text")
     texts = table.column("text").to_pylist()
-    out: dict[str, Any] = {"num_docs": len(texts), "bytes_in": text_bytes(texts)}
+    out: dict[str, Any] = {"num_docs": len(texts)}
     if cfg.keep == "longest":
         out["length"] = np.fromiter(map(len, texts), np.int32, len(texts))
     if cfg.keep == "quality":
         q = table.column("quality").to_numpy(zero_copy_only=False).astype(np.float32)
         out["quality"] = np.where(np.isnan(q), -np.inf, q).astype(np.float32)
     if cfg.exact != "off":
-        out["keys"] = exact_keys(texts)
+        out["keys"] = exact.exact_keys(texts)
     if cfg.near:
         sigs = [
             minhash_texts(texts[lo:hi], cfg.num_perm, cfg.ngram, seed)
@@ -127,98 +119,94 @@ def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
     return out
 
 
-def _gather(cfg: DedupConfig, ctx: StageContext, seed: int) -> dict[str, Any]:
+ARRAYS = ("length", "quality", "keys", "sig")  # DedupState's per-document arrays
+
+
+@dataclass
+class DedupState:
+    """Per-document arrays of every part in input order (global index = position), the only
+    thing the reduce step sees. Absent arrays are None (the config does not need them)."""
+
+    seed: int  # MinHash and LSH seed
+    offsets: np.ndarray  # int64 [num_parts + 1]: global row range of each part
+    length: np.ndarray | None = None  # int32 [n] characters (keep: longest)
+    quality: np.ndarray | None = None  # float32 [n] score, NaN -> -inf (keep: quality)
+    keys: np.ndarray | None = None  # uint64 [n, 2] exact keys (exact != off)
+    sig: np.ndarray | None = None  # uint32 [n, num_perm] MinHash signatures (near)
+
+    @property
+    def n(self) -> int:
+        return int(self.offsets[-1])
+
+    def array_bytes(self) -> int:
+        return sum(a.nbytes for a in (getattr(self, k) for k in ARRAYS) if a is not None)
+
+
+def _gather(cfg: DedupConfig, ctx: StageContext, seed: int) -> DedupState:
     """Run map 1 in waves of `workers` parts, copying into preallocated global arrays."""
     counts = [pq.ParquetFile(p).metadata.num_rows for p in ctx.input_parts]
-    n = int(sum(counts))
-    g: dict[str, Any] = {
-        "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        "bytes_in": 0,
-        "n": n,
-    }
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    n = int(offsets[-1])
+    state = DedupState(seed, offsets)
     if cfg.keep == "longest":
-        g["length"] = np.zeros(n, np.int32)
+        state.length = np.zeros(n, np.int32)
     if cfg.keep == "quality":
-        g["quality"] = np.zeros(n, np.float32)
+        state.quality = np.zeros(n, np.float32)
     if cfg.exact != "off":
-        g["keys"] = np.zeros((n, 2), np.uint64)
+        state.keys = np.zeros((n, 2), np.uint64)
     if cfg.near:
-        g["sig"] = np.zeros((n, cfg.num_perm), np.uint32)
+        state.sig = np.zeros((n, cfg.num_perm), np.uint32)
     fn = functools.partial(_sketch_part, cfg=cfg, seed=seed)
     wave = max(1, ctx.executor.workers)
     for w in range(0, len(ctx.input_parts), wave):
         results = ctx.executor.map(fn, ctx.input_parts[w : w + wave], desc="dedup: hash")
         for i, res in enumerate(results, start=w):
-            lo, hi = g["offsets"][i], g["offsets"][i + 1]
+            lo, hi = offsets[i], offsets[i + 1]
             if res["num_docs"] != hi - lo:
                 raise DataError(str(ctx.input_parts[i]), "row count changed while reading")
-            g["bytes_in"] += res["bytes_in"]
-            for key in ("length", "quality", "keys", "sig"):
-                if key in g:
-                    g[key][lo:hi] = res[key]
-    return g
+            for key in ARRAYS:
+                if getattr(state, key) is not None:
+                    getattr(state, key)[lo:hi] = res[key]
+    return state
 
 
 # ---------------------------------------------------------------- reduce
 
 
-def _exact(
-    cfg: DedupConfig, g: dict[str, Any], stats: dict[str, Any]
-) -> tuple[np.ndarray, np.ndarray]:
-    """(is exact dup bool [N], edges int64 [E, 2] dup -> first occurrence; none for bloom)."""
-    n = g["n"]
+def _exact(cfg: DedupConfig, state: DedupState) -> exact.ExactDuplicates:
+    """Exact copies; the keys are dropped from the state once decided."""
     if cfg.exact == "off":
-        return np.zeros(n, bool), np.zeros((0, 2), np.int64)
-    keys = g.pop("keys")
-    stats["exact_hash"] = "xxh3_128 of whitespace-normalised text"
+        return exact.ExactDuplicates(np.zeros(state.n, bool), np.zeros((0, 2), np.int64))
+    keys, state.keys = state.keys, None
     if cfg.exact == "hash_set":
-        # sort temporaries: order 8 + sorted keys 16 + flags 1 + first 8 + result 8 bytes/doc
-        g["peak_bytes"] = max(g["peak_bytes"], g["peak_bytes"] + 41 * n)
-        first = cl.exact_first(keys)
-        dup = first != np.arange(n)
-        edges = np.stack([np.flatnonzero(dup), first[dup]], axis=1)
-        return dup, edges
-    expected = cfg.bloom_expected_docs or max(1, n)
-    bits, k = bloom_size(expected, cfg.bloom_fp_rate)
-    bloom = BloomFilter(bits, k)
-    dup = np.zeros(n, bool)
-    offsets = g["offsets"]
-    for i in range(len(offsets) - 1):  # in part order: the first occurrence is kept
-        lo, hi = offsets[i], offsets[i + 1]
-        dup[lo:hi] = bloom.add_new(keys[lo:hi])
-    g["peak_bytes"] += bloom.words.nbytes  # held beside signatures and keys during this pass
-    stats.update(
-        {
-            "bloom_bits": bits,
-            "bloom_bytes": bloom.words.nbytes,
-            "bloom_hashes": k,
-            "bloom_fp_target": cfg.bloom_fp_rate,
-            "bloom_fp_expected": float(f"{bloom.fp_expected():.3g}"),
-            "bloom_fp_estimate": float(f"{bloom.fp_estimate():.3g}"),
-        }
-    )
-    return dup, np.zeros((0, 2), np.int64)
+        return exact.hash_set(keys)
+    return exact.bloom(keys, state.offsets, cfg.bloom_fp_rate, cfg.bloom_expected_docs)
+
+
+@dataclass
+class _NearDuplicates:
+    edges: np.ndarray  # int64 [E, 2]: verified near-duplicate pairs (global indices)
+    stats: dict[str, Any]
+    peak_bytes: int  # estimated peak of this pass, arrays included
 
 
 def _near(
-    cfg: DedupConfig, ctx: StageContext, g: dict[str, Any], exact: np.ndarray, stats: dict[str, Any]
-) -> np.ndarray:
-    """Verified near-duplicate edges int64 [E, 2] (global indices) via LSH band tasks."""
-    sig, n = g["sig"], g["n"]
+    cfg: DedupConfig, ctx: StageContext, state: DedupState, is_exact: np.ndarray
+) -> _NearDuplicates:
+    """Verified near-duplicate edges via LSH band tasks."""
+    sig, n = state.sig, state.n
     bands, rows = cfg.bands_rows()
     empty = cl.no_shingles(sig)  # no shingle: never a near-dup
-    stats.update(
-        {
-            "bands": bands,
-            "rows": rows,
-            "s_curve": {f"{s:g}": round(float(s_curve(s, bands, rows)), 4) for s in CURVE_POINTS},
-            "docs_without_shingles": int(empty.sum()),
-        }
-    )
-    eligible = ~exact & ~empty
+    stats: dict[str, Any] = {
+        "bands": bands,
+        "rows": rows,
+        "s_curve": {f"{s:g}": round(float(s_curve(s, bands, rows)), 4) for s in CURVE_POINTS},
+        "docs_without_shingles": int(empty.sum()),
+    }
+    eligible = ~is_exact & ~empty
     cand = None if eligible.all() else np.flatnonzero(eligible).astype(np.int32)
     num_cand = n if cand is None else len(cand)
-    mult = np.random.default_rng([g["seed"], 0x6C7368]).integers(
+    mult = np.random.default_rng([state.seed, 0x6C7368]).integers(
         0, 2**64, size=rows, dtype=np.uint64
     ) | np.uint64(1)
     group = min(2, max(1, ctx.executor.workers))  # bands in flight: 8 bytes/doc each
@@ -228,16 +216,16 @@ def _near(
             edge_lists.append(e if cand is None else cand[e].astype(np.int64))
     pairs = cl.unique_pairs(edge_lists, n)
     if cfg.verify == "exact":
-        sets = _candidate_sets(cfg, ctx, g, np.unique(pairs))
+        sets = _candidate_sets(cfg, ctx, state, np.unique(pairs))
         ok = exact_jaccard(sets, pairs) >= cfg.threshold - 1e-12
     else:
         ok = cl.verify(sig, pairs, cfg.threshold)
     stats.update(
         {"verify": cfg.verify, "candidate_pairs": len(pairs), "verified_pairs": int(ok.sum())}
     )
-    base = 4 * cfg.num_perm + 4 * ("length" in g or "quality" in g) + 1
-    g["peak_bytes"] = max(g["peak_bytes"], n * base + num_cand * 4 + num_cand * (8 * group + 17))
-    return pairs[ok]
+    base = 4 * cfg.num_perm + 4 * (state.length is not None or state.quality is not None) + 1
+    peak = n * base + num_cand * 4 + num_cand * (8 * group + 17)
+    return _NearDuplicates(pairs[ok], stats, peak)
 
 
 def _sets_part(item: tuple[Path, np.ndarray], ngram: int, seed: int) -> list[np.ndarray]:
@@ -247,17 +235,17 @@ def _sets_part(item: tuple[Path, np.ndarray], ngram: int, seed: int) -> list[np.
 
 
 def _candidate_sets(
-    cfg: DedupConfig, ctx: StageContext, g: dict[str, Any], docs: np.ndarray
+    cfg: DedupConfig, ctx: StageContext, state: DedupState, docs: np.ndarray
 ) -> dict[int, np.ndarray]:
     """Shingle sets of the documents in candidate pairs only (re-read from their parts)."""
-    offsets = g["offsets"]
+    offsets = state.offsets
     part_of = np.searchsorted(offsets, docs, side="right") - 1
     items, owners = [], []
     for i in np.unique(part_of).tolist():
         mine = docs[part_of == i]
         items.append((ctx.input_parts[i], mine - offsets[i]))
         owners.append(mine)
-    fn = functools.partial(_sets_part, ngram=cfg.ngram, seed=g["seed"])
+    fn = functools.partial(_sets_part, ngram=cfg.ngram, seed=state.seed)
     sets = {}
     for mine, res in zip(owners, ctx.executor.map(fn, items, desc="dedup: verify"), strict=True):
         sets.update(zip(mine.tolist(), res, strict=True))
@@ -279,13 +267,11 @@ def _apply_part(
     kept = table.filter(pa.array(keep)).append_column(
         "cluster", pa.array(cluster[keep], pa.int64())
     )
-    outputs = [part_name(index)]
-    write_table(out_dir / outputs[0], kept)
-    if not keep.all():
-        reasons = [[REASONS[int(d)]] for d in decision[~keep]]
-        rej = table.filter(pa.array(~keep))
-        cluster_col = pa.array(cluster[~keep], pa.int64())
-        outputs.append(write_rejected(out_dir, index, rej, reasons, cluster=cluster_col))
+    reasons = [[REASONS[int(d)]] for d in decision[~keep]]
+    outputs, counts = write_kept_and_rejected(
+        out_dir, index, table, keep, reasons, kept, cluster=pa.array(cluster[~keep], pa.int64())
+    )
+    counts.dropped = {"exact_dup": 0, "near_dup": 0, **counts.dropped}  # both reported, even 0
     examples = []
     if show.any():
         rows = np.flatnonzero(show)
@@ -300,51 +286,7 @@ def _apply_part(
                     "text": rec["text"][:EXAMPLE_CHARS],
                 }
             )
-    return {
-        "outputs": outputs,
-        "bytes_out": text_bytes(kept.column("text").to_pylist()),
-        "examples": examples,
-    }
-
-
-def _examples(
-    labels: np.ndarray, decision: np.ndarray, ids: np.ndarray, sizes: np.ndarray, num: int
-) -> np.ndarray:
-    """bool [N]: members shown for the `num` largest clusters (the kept one + first others)."""
-    show = np.zeros(len(labels), bool)
-    for c in ids[np.lexsort((ids, -sizes))][:num].tolist():
-        members = np.flatnonzero(labels == c)
-        kept = members[decision[members] == cl.KEEP]
-        show[np.concatenate([kept, members[decision[members] != cl.KEEP][: EXAMPLE_DOCS - 1]])] = 1
-    return show
-
-
-def _cluster_stats(
-    labels: np.ndarray, decision: np.ndarray, rows: list[dict], stats: dict[str, Any]
-) -> None:
-    hist, ids, sizes = cl.size_histogram(labels)
-    largest = int(np.argmax(sizes)) if len(sizes) else -1
-    stats.update(
-        {
-            "clusters": len(ids),
-            "docs_in_clusters": int(sizes.sum()),
-            "cluster_size_histogram": hist,
-            "largest_cluster_size": int(sizes[largest]) if len(sizes) else 0,
-            "largest_cluster_id": int(ids[largest]) if len(sizes) else -1,
-        }
-    )
-    groups: dict[int, list[dict]] = {}
-    for row in sorted(rows, key=lambda r: (r["reason"] != "kept", r["index"])):
-        groups.setdefault(row.pop("cluster"), []).append(row)
-    size_of = dict(zip(ids.tolist(), sizes.tolist(), strict=True))
-    stats["example_clusters"] = [
-        {
-            "cluster": c,
-            "size": size_of[c],
-            "docs": [{k: d[k] for k in ("id", "reason", "text")} for d in docs],
-        }
-        for c, docs in sorted(groups.items(), key=lambda kv: (-size_of[kv[0]], kv[0]))
-    ]
+    return {"outputs": outputs, "counts": counts, "examples": examples}
 
 
 def _write(
@@ -374,13 +316,13 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "dedup needs an upstream stage with document parts")
     seed = ctx.seed if cfg.seed is None else cfg.seed
-    g = _gather(cfg, ctx, seed)
-    g["seed"], n = seed, g["n"]
-    g["peak_bytes"] = sum(
-        a.nbytes for k, a in g.items() if k in ("length", "quality", "keys", "sig")
-    )
+    state = _gather(cfg, ctx, seed)
+    n, peak = state.n, state.array_bytes()
     stats: dict[str, Any] = {"exact_method": cfg.exact, "near": cfg.near}
-    exact, edges = _exact(cfg, g, stats)
+    ex = _exact(cfg, state)
+    stats.update(ex.stats)
+    peak += ex.extra_bytes  # sort temporaries or the Bloom filter, beside signatures and keys
+    edges = ex.edges
     if cfg.near:
         stats.update(
             {
@@ -390,29 +332,24 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
                 "minhash_seed": seed,
             }
         )
-        edges = np.concatenate([edges, _near(cfg, ctx, g, exact, stats)])
-        g.pop("sig")
+        near = _near(cfg, ctx, state, ex.dup)
+        stats.update(near.stats)
+        peak = max(peak, near.peak_bytes)
+        edges = np.concatenate([edges, near.edges])
+        state.sig = None
     labels = components(n, edges)
-    score = g.get("length", g.get("quality"))
-    decision = cl.choose_keepers(labels, exact, score)
+    score = state.length if state.length is not None else state.quality
+    decision = cl.choose_keepers(labels, ex.dup, score)
     in_cluster = np.bincount(labels, minlength=n)[labels] > 1
     cluster = np.where(in_cluster, labels, -1)  # bloom exact dups have no known first copy
-    hist_ids = cl.size_histogram(labels)
-    show = _examples(labels, decision, hist_ids[1], hist_ids[2], cfg.num_examples)
-    results = _write(ctx, g["offsets"], decision, cluster, show)
-    dropped = {f"dropped_{r}": int((decision == code).sum()) for code, r in REASONS.items()}
-    out = {
-        "docs_in": n,
-        "docs_out": int((decision == cl.KEEP).sum()),
-        **dropped,
-        "bytes_in": g["bytes_in"],
-        "bytes_out": sum(r["bytes_out"] for r in results),
-    }
-    out.update(stats)
-    _cluster_stats(labels, decision, [e for r in results for e in r["examples"]], out)
-    out["state_bytes_per_doc_peak"] = round(g["peak_bytes"] / max(n, 1), 1)
-    out["state_bytes_per_doc_budget"] = 4 * cfg.num_perm + 64
-    return StageResult(outputs=[o for r in results for o in r["outputs"]], stats=out)
+    hist, ids, sizes = cl.size_histogram(labels)
+    show = cl.example_members(labels, decision, ids, sizes, cfg.num_examples, EXAMPLE_DOCS)
+    results = _write(ctx, state.offsets, decision, cluster, show)
+    stats.update(cl.cluster_stats(hist, ids, sizes, [e for r in results for e in r["examples"]]))
+    stats["state_bytes_per_doc_peak"] = round(peak / max(n, 1), 1)
+    stats["state_bytes_per_doc_budget"] = 4 * cfg.num_perm + 64
+    outputs = [o for r in results for o in r["outputs"]]
+    return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
 
 STAGE = Stage("dedup", DedupConfig, run, version="1", needs=("download",))

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,7 +23,7 @@ from pipeline.io import docs_table, part_name, text_bytes, write_table
 from pipeline.progress import Progress
 from pipeline.sources import SOURCES, Malformed, Record, hf
 from pipeline.sources.files import expand_paths
-from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 MAX_EXAMPLES = 5
 
@@ -159,19 +160,15 @@ def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
         )
     writer.flush()
     writer.flush_rejected()
-    stats = {"source": cfg.source, "docs_in": docs_in, "docs_out": docs_out}
-    stats.update({f"dropped_{k}": v for k, v in sorted(dropped.items())})
-    stats.update(
-        {
-            "bytes_in": bytes_in,
-            "bytes_out": writer.bytes_out,
-            "num_parts": writer.num_parts,
-            "docs_per_source": dict(sorted(per_source.items())),
-        }
-    )
+    counts = DocCounts(docs_in, docs_out, dict(dropped), bytes_in, writer.bytes_out)
+    stats: dict[str, Any] = {
+        "source": cfg.source,
+        "num_parts": writer.num_parts,
+        "docs_per_source": dict(sorted(per_source.items())),
+    }
     if examples:
         stats["malformed_examples"] = examples
-    return StageResult(outputs=writer.outputs, stats=stats)
+    return StageResult(outputs=writer.outputs, stats=stats, counts=[counts])
 
 
 STAGE = Stage("download", DownloadConfig, run, version="1")

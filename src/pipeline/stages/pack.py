@@ -36,7 +36,7 @@ from pipeline.packing import (
     pack_concat,
     pack_naive,
 )
-from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,9 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     atomic_write_json(ctx.out_dir / "meta.json", out_meta)
     outputs.append("meta.json")
     stats = _stats(cfg, lengths, bin_source, num_bins, docs_split, concat_split)
-    return StageResult(outputs=outputs, stats=stats)
+    empty = int((lengths == 0).sum())  # documents with no token at all: nothing to pack
+    counts = DocCounts(len(lengths), len(lengths) - empty, {"empty": empty} if empty else {})
+    return StageResult(outputs=outputs, stats=stats, counts=[counts])
 
 
 def _stats(
@@ -274,14 +276,7 @@ def _stats(
     per_source: dict[str, int] = {}
     for s in bin_source:
         per_source[s] = per_source.get(s, 0) + 1
-    stats: dict[str, Any] = {
-        "strategy": cfg.strategy,
-        "seq_len": cfg.seq_len,
-        "docs_in": len(lengths),
-        "docs_out": len(lengths) - empty,
-    }
-    if empty:
-        stats["dropped_empty"] = empty
+    stats: dict[str, Any] = {"strategy": cfg.strategy, "seq_len": cfg.seq_len}
     stats.update(
         {
             "tokens_in": tokens,

@@ -4,12 +4,13 @@ Heuristic score = sigmoid of a linear combination of document statistics. Cohere
 classifier over features of a reference n-gram LM (k folds, so nothing scores itself), trained
 on reference documents against seeded corruptions of them. Default `quality` = min(heuristic,
 coherence). The older pseudo-label classifier (hashed 1+2-grams) stays as `score: classifier`.
+Over 400 lines: the shell of three scorers that just landed (issue 13); the classifier's fitting
+is in quality/train.py, the LM's in quality/lmstage.py; the next split is the scorers' reports.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,21 +20,14 @@ import pyarrow as pa
 
 from pipeline.config import bounded, input_path
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import (
-    atomic_write_bytes,
-    part_name,
-    read_table,
-    read_text_file,
-    text_bytes,
-    write_rejected,
-    write_table,
-)
+from pipeline.io import atomic_write_bytes, read_table, write_kept_and_rejected
 from pipeline.quality import lmstage, select
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES
 from pipeline.quality.features import (
     DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
+    HASH_SEED,
     STAT_NAMES,
     Csr,
     hashed_features,
@@ -41,12 +35,12 @@ from pipeline.quality.features import (
     stats_matrix,
     vstack,
 )
-from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc, train
+from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc
 from pipeline.quality.ngram import char_script_share
+from pipeline.quality.train import fit_classifier, read_seed_set
 from pipeline.stage import Stage, StageContext, StageResult
 
 MODEL_FILE = "model.npz"
-HASH_SEED = 0  # fixed: a saved model must hash words exactly as it did in training
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
 UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
 QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
@@ -163,93 +157,19 @@ def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
             table = table.append_column(name, pa.array(values.tolist(), pa.string()))
         else:
             table = table.append_column(name, pa.array(values.astype(np.float32), pa.float32()))
-    texts = table.column("text").to_pylist()
-    kept = table.filter(pa.array(keep))
-    outputs = [part_name(index)]
-    write_table(out_dir / outputs[0], kept)
-    if not keep.all():
-        dropped = table.filter(pa.array(~keep))
-        reasons = [[r] for r in reason[~keep]]
-        outputs.append(write_rejected(out_dir, index, dropped, reasons))
-    ids = table.column("id").to_pylist()
-    examples = {int(r): (ids[r], texts[r][:100]) for r in example_rows}
-    return {
-        "outputs": outputs,
-        "bytes_in": text_bytes(texts),
-        "bytes_out": text_bytes(t for t, k in zip(texts, keep, strict=True) if k),
-        "examples": examples,
+    reasons = [[r] for r in reason[~keep]]
+    outputs, counts = write_kept_and_rejected(out_dir, index, table, keep, reasons)
+    # every reason reported, even at 0
+    counts.dropped = {"high_perplexity": 0, "low_quality": 0, "no_words": 0, **counts.dropped}
+    rows = table.take(pa.array(np.asarray(example_rows, np.int64))).select(["id", "text"])
+    examples = {
+        int(r): (rec["id"], rec["text"][:100])
+        for r, rec in zip(example_rows, rows.to_pylist(), strict=True)
     }
+    return {"outputs": outputs, "counts": counts, "examples": examples}
 
 
 # ---------------------------------------------------------------- training (reduce)
-
-
-def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
-    """Texts and labels (1 good, 0 bad) of a JSONL seed set; DataError on a bad line."""
-    texts, labels = [], []
-    names = {"good": 1, "bad": 0, "1": 1, "0": 0, "true": 1, "false": 0}
-    # a labelled seed set is small: read whole, BOM-aware, one-line error if not UTF-8 text
-    for num, line in enumerate(read_text_file(Path(path), "seed set").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            label = names[str(rec["label"]).lower()]
-            text = rec["text"]
-        except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
-            raise DataError(f"{path}:{num}", 'expected {"text": str, "label": good|bad}') from None
-        if not isinstance(text, str):
-            raise DataError(f"{path}:{num}", "field 'text' is not a string")
-        texts.append(text)
-        labels.append(label)
-    if not texts:
-        raise DataError(path, "the seed set has no documents")
-    return texts, np.array(labels, np.int8)
-
-
-def fit_classifier(
-    X: Csr,
-    stats: np.ndarray,
-    pl: select.PseudoLabels,
-    cfg: QualityConfig,
-    extra: tuple[Csr, np.ndarray, np.ndarray] | None = None,
-) -> tuple[Model, dict[str, Any]]:
-    """Train on the non-held-out pseudo-labelled rows (X, stats aligned with pl.rows) plus the
-    `extra` labelled rows (features, stats, y); report agreement with the pseudo labels on the
-    held-out rows."""
-    fit = np.flatnonzero(~pl.holdout)
-    Xf, Sf, yf = X.take(fit), stats[fit], pl.y[fit]
-    if extra is not None:
-        Xs, Ss, ys = extra
-        Xf, Sf, yf = vstack([Xf, Xs], X.num_cols), np.vstack([Sf, Ss]), np.concatenate([yf, ys])
-    meta = {
-        "dims": X.num_cols,
-        "hash_seed": HASH_SEED,
-        "max_chars": cfg.max_chars,
-        "stat_names": list(STAT_NAMES),
-        "train_docs": int(len(yf)),
-        "pseudo_bad_max": pl.bad_max,
-        "pseudo_good_min": pl.good_min,
-    }
-    params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
-    model, losses = train(Xf, Sf, yf, params, meta)
-    info: dict[str, Any] = {
-        "status": "trained",
-        "train_docs": int(len(yf)),
-        "pseudo_bad_docs": int((pl.y == 0).sum()),
-        "pseudo_good_docs": int((pl.y == 1).sum()),
-        "pseudo_label_thresholds": [_round(pl.bad_max), _round(pl.good_min)],
-        "loss_first": losses[0],
-        "loss_last": losses[-1],
-    }
-    held = np.flatnonzero(pl.holdout)
-    if len(held):
-        p = model.predict(X.take(held), stats[held])
-        info["holdout_docs"] = int(len(held))
-        info["holdout_agreement"] = round(float(((p >= 0.5) == (pl.y[held] == 1)).mean()), 4)
-        auc = roc_auc(p, pl.y[held] == 1)
-        info["holdout_auc"] = None if auc is None else round(auc, 4)
-    return model, info
 
 
 def _train_or_load(
@@ -301,12 +221,9 @@ def _train_or_load(
     if texts:
         feats = hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars)
         extra = (feats, stats_matrix(texts, cfg.max_chars), y)
-    model, info = fit_classifier(X, stats[pl.rows], pl, cfg, extra)
+    params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
+    model, info = fit_classifier(X, stats[pl.rows], pl, params, cfg.max_chars, extra)
     return model, {**info, **counts}
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[list[str], np.ndarray, dict]:
@@ -487,15 +404,7 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(sc.model))
         outputs.append(MODEL_FILE)
         sc.info["model_file"] = MODEL_FILE
-    dropped = ~keep
     stats_out = {
-        "docs_in": int(len(final)),
-        "docs_out": int(keep.sum()),
-        "dropped_low_quality": int((dropped & (reason == "low_quality")).sum()),
-        "dropped_high_perplexity": int((dropped & (reason == "high_perplexity")).sum()),
-        "dropped_no_words": int((~ok).sum()),
-        "bytes_in": sum(w["bytes_in"] for w in written),
-        "bytes_out": sum(w["bytes_out"] for w in written),
         "score": used,
         "keep_rule": cfg.keep_rule,
         "threshold": threshold,
@@ -524,7 +433,7 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         stats_out["hidden_label_auc"] = label_auc
         for name in sc.scores:
             stats_out[f"hidden_label_auc_{name}"] = label_auc[f"auc_{name}"]
-    return StageResult(outputs=outputs, stats=stats_out)
+    return StageResult(outputs=outputs, stats=stats_out, counts=[w["counts"] for w in written])
 
 
 # clean's rejects join the bad class when the run has a clean stage (clean_rejects_as_bad)

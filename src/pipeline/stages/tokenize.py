@@ -32,9 +32,10 @@ from pipeline.io import (
     write_rejected,
     write_table,
 )
-from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.tokenizer import hf
-from pipeline.tokenizer.bpe import BATCH_CHARS, DEFAULT_SPECIALS, EOS, PAD, Tokenizer
+from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
+from pipeline.tokenizer.encoder import BATCH_CHARS
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
 from pipeline.tokenizer.train import train_bpe
 
@@ -196,12 +197,10 @@ def encode_part(
         outputs.append(write_rejected(out, index, rej, [["empty"]] * rej.num_rows))
     nbytes = _text_bytes(table)
     held = ~empty & ~trainable
+    counts = DocCounts(n, len(keep), {"empty": int(empty.sum())}, int(nbytes.sum()))
     return {
         "outputs": outputs,
-        "docs_in": n,
-        "docs_out": len(keep),
-        "dropped_empty": int(empty.sum()),
-        "bytes_in": int(nbytes.sum()),
+        "counts": counts,
         "tokens_out": len(tokens),
         "encode_seconds": seconds,
         "train_bytes": int(nbytes[used].sum()),
@@ -314,30 +313,28 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         "special_tokens": dict(tok.specials),
     }
     atomic_write_json(ctx.out_dir / "meta.json", meta)
-    tot = {k: sum(r[k] for r in results) for k in results[0] if k != "outputs"}
+    tot = {k: sum(r[k] for r in results) for k in results[0] if k not in ("outputs", "counts")}
+    counts = [r["counts"] for r in results]
+    bytes_in = DocCounts.total(counts).bytes_in or 0
     outputs = ["tokenizer.json", *pretrained, "meta.json"]
     outputs += [o for r in results for o in r["outputs"]]
     stats = {
-        "docs_in": tot["docs_in"],
-        "docs_out": tot["docs_out"],
-        "dropped_empty": tot["dropped_empty"],
-        "bytes_in": tot["bytes_in"],
         "tokens_out": tot["tokens_out"],
         "vocab_size": tok.vocab_size,
         "dtype": dtype,
         "eos_id": tok.eos_id,
         **stats,
-        "bytes_per_token": _ratio(tot["bytes_in"], tot["text_tokens"]),
+        "bytes_per_token": _ratio(bytes_in, tot["text_tokens"]),
         "bytes_per_token_train": _ratio(tot["train_bytes"], tot["train_tokens"]),
         "heldout_docs": tot["heldout_docs"],
         "bytes_per_token_heldout": _ratio(tot["heldout_bytes"], tot["heldout_tokens"]),
         "encode_seconds": round(tot["encode_seconds"], 3),
         "encode_wall_seconds": round(wall, 3),
         # single-thread rate: text bytes over the summed per-part encode time
-        "encode_mb_per_s": round(tot["bytes_in"] / 1e6 / max(tot["encode_seconds"], 1e-9), 3),
+        "encode_mb_per_s": round(bytes_in / 1e6 / max(tot["encode_seconds"], 1e-9), 3),
         "tokenizer_sha256": sha,
     }
-    return StageResult(outputs=outputs, stats=stats)
+    return StageResult(outputs=outputs, stats=stats, counts=counts)
 
 
 STAGE = Stage(

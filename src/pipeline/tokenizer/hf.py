@@ -20,7 +20,8 @@ import regex
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes, read_json_file
-from pipeline.tokenizer.bpe import EOS, PAD, Tokenizer
+from pipeline.tokenizer.bpe import Tokenizer
+from pipeline.tokenizer.model import EOS, PAD, BpeModel
 from pipeline.tokenizer.pretokenize import GPT2_PATTERN, compile_pattern
 
 
@@ -251,7 +252,7 @@ def load(path: Path) -> Tokenizer:
         raise DataError(where, "token ids must be integers in [0, 2^31)")
     size = max(ids) + 1
     table = [id_bytes.get(i, b"") for i in range(size)]
-    return Tokenizer(
+    model = BpeModel.build(
         pairs,
         list(specials),
         pattern,
@@ -260,3 +261,4 @@ def load(path: Path) -> Tokenizer:
         merged_ids=merged_ids,
         special_ids=list(specials.values()),
     )
+    return Tokenizer.from_model(model)

@@ -1,0 +1,173 @@
+"""Batch encoding: `encode_batch` of many texts at once, mostly in numpy.
+
+Texts are taken in groups of ~BATCH_CHARS; a group's chunks are found, hashed and looked up in
+numpy (vector.py), and the pieces no cache holds go through BPE together, vectorised (batch.py).
+Texts with special tokens, very long ones and hash collisions take the tokenizer's chunk
+dictionary instead. The encoder's own caches (the chunk store, the pair-rank table) live here;
+the model and the one-text caches live in the Tokenizer it serves.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable
+from itertools import chain
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipeline.tokenizer.batch import PairRanks, ids_of_chunks
+from pipeline.tokenizer.vector import ChunkStore, HashMismatch, encode_plain
+
+if TYPE_CHECKING:  # annotation only: bpe.py imports this module
+    from pipeline.tokenizer.bpe import Tokenizer
+
+MAX_CACHE_ENTRIES = 1 << 19  # per cache; ~135 B an entry (measured): ~70 MB at most
+MAX_CACHED_PIECE = 256  # characters; longer pieces are rare and would bloat the cache
+BATCH_CHARS = 1 << 20  # encode_batch works on groups of texts of about this many characters
+MIN_VECTOR = 512  # fewer new pieces than this in a group: the one-piece loop is faster
+
+
+class BatchEncoder:
+    """`encode_batch` for one Tokenizer (which must split text into COARSE chunks)."""
+
+    def __init__(self, tok: Tokenizer):
+        self.tok = tok
+        self._table: PairRanks | None = None  # built on first use
+        self._store = ChunkStore()  # chunk hash -> ids (vector.py)
+        self._byte_array: np.ndarray | None = None
+
+    def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
+        """`[encode(t) for t in texts]`, faster: texts are taken in groups of ~BATCH_CHARS;
+        a group's chunks are found, hashed and looked up in numpy (vector.py), and the pieces
+        no cache holds go through BPE together, vectorised (batch.py), not one by one."""
+        if self.tok._chunks is None:
+            return [self.tok.encode(t) for t in texts]
+        out: list[list[int]] = []
+        group: list[str] = []
+        size = 0
+        was_enabled = gc.isenabled()
+        gc.disable()  # the caches gain ~10^5 tuples: collections would walk them again and again
+        try:
+            for text in texts:
+                group.append(text)
+                size += len(text)
+                if size >= BATCH_CHARS:
+                    out.extend(self._encode_mixed(group))
+                    group, size = [], 0
+            if group:
+                out.extend(self._encode_mixed(group))
+        finally:
+            if was_enabled:
+                gc.enable()
+        return out
+
+    def _encode_mixed(self, texts: list[str]) -> list[list[int]]:
+        """Texts without special tokens the numpy way (vector.py), the others (and very long
+        ones) through the chunk dictionary (_encode_group)."""
+        hints, splitter = self.tok._hints, self.tok._splitter
+        special = [  # and texts over BATCH_CHARS: numpy arrays of 8 bytes per character
+            i
+            for i, t in enumerate(texts)
+            if len(t) > BATCH_CHARS or (splitter is not None and any(h in t for h in hints))
+        ]
+        if not special:
+            return self._encode_plain_or_dict(texts)
+        plain = sorted(set(range(len(texts))).difference(special))
+        out: list[list[int]] = [[] for _ in texts]
+        for rows, ids in (
+            (plain, self._encode_plain_or_dict([texts[i] for i in plain])),
+            (special, self._encode_group([texts[i] for i in special])),
+        ):
+            for i, doc in zip(rows, ids, strict=True):
+                out[i] = doc
+        return out
+
+    def _encode_plain_or_dict(self, texts: list[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        if len(self._store) > MAX_CACHE_ENTRIES:
+            self._store.clear()
+        try:
+            return encode_plain(texts, self._store, self._new_chunk_ids)
+        except HashMismatch:  # two chunks share a 64-bit hash: never seen, but stay exact
+            self._store.clear()
+            return self._encode_group(texts)
+
+    def _new_chunk_ids(self, new: list[str]) -> tuple[np.ndarray, ...]:
+        """(order, flat, lo, hi) for chunks no cache holds: see batch.ids_of_chunks."""
+        if len(new) >= MIN_VECTOR:
+            if self._table is None:
+                self._table = PairRanks(self.tok.merges, self.tok.merged_ids)
+                self._byte_array = np.array(self.tok.byte_ids, np.int64)
+            return ids_of_chunks(
+                new,
+                self.tok._pat.findall,
+                self._table,
+                self._byte_array,
+                self.tok._finish,
+                self.tok._chunk_ids,
+            )
+        tuples = list(map(self.tok._chunk_ids, new))
+        hi = np.cumsum(np.fromiter(map(len, tuples), np.int64, len(new)))
+        flat = np.fromiter(chain.from_iterable(tuples), np.int64, int(hi[-1]) if len(hi) else 0)
+        return np.arange(len(new)), flat, hi - np.diff(hi, prepend=0), hi
+
+    def _encode_group(self, texts: list[str]) -> list[list[int]]:
+        """Texts through the chunk dictionary (the path of texts with special tokens, of very
+        long ones, and the fallback of the numpy path)."""
+        tok, cache = self.tok, self.tok._chunks
+        assert cache is not None
+        split, splitter, hints, look = tok._split, tok._splitter, tok._hints, cache.get
+        out: list[list[int]] = []
+        # texts with chunks not in the cache: (index, chunks, whether special ids are among them)
+        pending: list[tuple[int, list[str | int], bool]] = []
+        seen: set[str] = set()  # the chunks of pending texts
+        for text in texts:
+            if splitter is None or not any(h in text for h in hints):
+                items: list[str | int] = split(text)
+            else:  # chunks with special-token ids (ints) between them
+                items = []
+                for i, seg in enumerate(splitter.split(text)):
+                    if i % 2:
+                        items.append(tok.specials[seg])
+                    elif seg:
+                        items.extend(split(seg))
+                if not all(type(x) is str for x in items):
+                    pending.append((len(out), items, True))
+                    seen.update(x for x in items if type(x) is str)
+                    out.append([])
+                    continue
+            try:  # a chunk not in the cache gives None, which chain cannot iterate
+                out.append(list(chain.from_iterable(map(look, items))))
+            except TypeError:
+                pending.append((len(out), items, False))
+                seen.update(items)
+                out.append([])
+        missing = seen.difference(cache)
+        if missing:
+            if len(cache) + len(missing) > MAX_CACHE_ENTRIES:
+                cache.clear()
+                missing = seen
+            self._fill_chunks(missing)
+        get = cache.__getitem__  # a chunk left out of the cache (too long) is made again
+        for i, items, special in pending:
+            if special:
+                out[i] = [t for x in items for t in ((x,) if type(x) is int else get(x))]
+            else:
+                out[i] = list(chain.from_iterable(map(get, items)))
+        return out
+
+    def _fill_chunks(self, missing: set[str]) -> None:
+        """Put the ids of `missing` chunks in the chunk dictionary (see batch.ids_of_chunks)."""
+        todo = list(missing)
+        if max(map(len, todo)) > MAX_CACHED_PIECE:  # not cached: made when looked up
+            todo = [c for c in todo if len(c) <= MAX_CACHED_PIECE]
+        if len(todo) < MIN_VECTOR:
+            self.tok._chunks.update(zip(todo, map(self.tok._chunk_ids, todo), strict=True))
+            return
+        order, flat, lo, hi = self._new_chunk_ids(todo)
+        spans = map(slice, lo.tolist(), hi.tolist())
+        ids = tuple(flat.tolist())
+        names = map(todo.__getitem__, order.tolist())
+        self.tok._chunks.update(zip(names, map(ids.__getitem__, spans), strict=True))

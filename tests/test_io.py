@@ -1,0 +1,34 @@
+"""pipeline.io: the one writer of kept and rejected rows, and the counts it returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.io import docs_table, read_table, write_kept_and_rejected
+
+
+def test_kept_and_rejected_rows_reasons_and_counts(tmp_path):
+    table = docs_table(["a", "b", "c", "d"], ["one", "twö", "", None], ["s"] * 4)
+    keep = np.array([True, False, True, False])
+    reasons = [["too_short", "no_vowel"], ["empty"]]  # of b and d, in row order
+    outputs, counts = write_kept_and_rejected(
+        tmp_path, 3, table, keep, reasons, score=pa.array([0.5, 0.25], pa.float32())
+    )
+    assert outputs == ["part-00003.parquet", "rejected/part-00003.parquet"]
+    assert read_table(tmp_path / outputs[0]).column("id").to_pylist() == ["a", "c"]
+    rejected = read_table(tmp_path / outputs[1])
+    assert rejected.column_names == ["id", "text", "source", "reasons", "score"]
+    assert rejected.column("reasons").to_pylist() == reasons
+    assert (counts.docs_in, counts.docs_out) == (4, 2)
+    assert counts.dropped == {"too_short": 1, "empty": 1}  # the first reason counts
+    assert (counts.bytes_in, counts.bytes_out) == (3 + 4, 3)  # "twö" is 4 UTF-8 bytes
+
+
+def test_a_stage_that_changed_the_kept_rows_and_dropped_none(tmp_path):
+    table = docs_table(["a"], ["x"], ["s"])
+    kept = table.set_column(1, "text", pa.array(["XY"]))
+    outputs, counts = write_kept_and_rejected(tmp_path, 0, table, np.array([True]), [], kept)
+    assert outputs == ["part-00000.parquet"] and not (tmp_path / "rejected").exists()
+    assert read_table(tmp_path / outputs[0]).column("text").to_pylist() == ["XY"]
+    assert (counts.dropped, counts.bytes_in, counts.bytes_out) == ({}, 1, 2)
