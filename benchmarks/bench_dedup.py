@@ -356,7 +356,7 @@ def stage_run(texts: list[str], tmp: Path) -> dict:
                     "docs": len(texts),
                     "docs_per_s": round(len(texts) / sec, 1),
                     "seconds": round(sec, 3),
-                    **{k: res.stats[k] for k in keys},
+                    **{k: res.all_stats()[k] for k in keys},
                 }
             )
     n = len(texts)
