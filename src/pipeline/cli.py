@@ -55,9 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     _recipe_args(p)
     _common(p)
 
-    p = sub.add_parser("report", help="print a run's pipeline_report.json as a table")
-    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser(
+        "report", help="print a run's pipeline_report.json as a table, or compare two runs"
+    )
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="one run, or A B")
     p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.add_argument("--html", action="store_true", help="write report.html (A B: compare.html)")
+    p.add_argument("--all", action="store_true", help="compare: also rows equal in both runs")
     _common(p)
 
     p = sub.add_parser("datasets", help="list the builtin corpora")
@@ -169,21 +173,23 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from pipeline.manifest import MANIFEST_NAME, Manifest
-    from pipeline.report import REPORT_NAME, format_report, read_report, sync_report
+    from pipeline.report import format_report, read_run_report
 
-    run_dir = args.run_dir
-    if (run_dir / MANIFEST_NAME).is_file():  # the report is derived from it: rebuild if needed
-        manifest = Manifest.load(run_dir)
-        try:
-            report = sync_report(manifest)
-        except OSError:  # a read-only run folder: show the rebuilt report without saving it
-            report = sync_report(manifest, write=False)
-    elif (run_dir / REPORT_NAME).exists():
-        report = read_report(run_dir)
+    if len(args.run_dirs) > 2:
+        raise PipelineError("report: give one run folder, or two (A B) to compare them")
+    if len(args.run_dirs) == 2:
+        from pipeline.report_compare import write_compare
+
+        print(write_compare(*args.run_dirs, html=args.html, everything=args.all))
+        return 0
+    (run_dir,) = args.run_dirs
+    report = read_run_report(run_dir)
+    if args.html:
+        from pipeline.report_html import write_html
+
+        print(write_html(run_dir))
     else:
-        raise PipelineError(f"{run_dir}: no {REPORT_NAME}; run `pipeline data` first")
-    print(json.dumps(report, indent=2) if args.json else format_report(report))
+        print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
 

@@ -16,7 +16,7 @@ import math
 import types
 import typing
 from dataclasses import field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pipeline.errors import RecipeError, short
 
@@ -41,6 +41,45 @@ def input_path(default: Any = None) -> Any:
     content enters the stage's fingerprint (pipeline.inputs). Fields named `*_path` / `*_paths`
     count as input paths without this marker."""
     return field(default=default, metadata={"input": True})
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    RECIPE_SECTION: ClassVar[str] = ""  # run keys sit at the top level of a recipe
+
+    name: str = "run"  # run name, used in the report
+    seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
+    out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
+    workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
+
+
+_FROM_CONFIG = object()
+
+
+def recipe_key(cfg: Any, name: str) -> str:
+    """The recipe key of config field `name`: `clean.min_words`, or `seed` for a run key.
+
+    `cfg` is a config dataclass or an instance. The section comes from the class: its
+    `RECIPE_SECTION` (RunConfig: "" for top-level keys) or the `<Name>Config` naming rule that
+    every stage follows (tests check it against the stage registry), so a key in the report is
+    always one the recipe accepts, with no second table of names.
+    """
+    cls = cfg if isinstance(cfg, type) else type(cfg)
+    # a stage naming a field its config lacks is a bug in the stage, not a user error
+    assert name in {f.name for f in dataclasses.fields(cls)}, f"{cls.__name__} has no {name!r}"
+    section = getattr(cls, "RECIPE_SECTION", None)
+    if section is None:
+        section = cls.__name__.removesuffix("Config").lower()
+    return f"{section}.{name}" if section else name
+
+
+def setting(cfg: Any, name: str, stat: str | None = None, value: Any = _FROM_CONFIG) -> dict:
+    """`{stat: value, "<stat>_key": recipe key}`: a setting echoed in a stage's stats, named by
+    the recipe key that sets it. `value` defaults to the config's; pass it for derived values
+    (dedup's bands when computed from the threshold)."""
+    stat = stat or name
+    value = getattr(cfg, name) if value is _FROM_CONFIG else value
+    return {stat: value, f"{stat}_key": recipe_key(cfg, name)}
 
 
 def config_hash(cfg: Any) -> str:

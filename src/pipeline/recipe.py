@@ -17,19 +17,11 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import SEED_LIMIT, bounded, build_config
+from pipeline.config import RunConfig, build_config
 from pipeline.errors import DataError, RecipeError, short
 from pipeline.io import bom_encoding, decode_text
 from pipeline.sources import source_names
 from pipeline.stages import STAGES
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    name: str = "run"  # run name, used in the report
-    seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
-    out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
-    workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@
 The report is derived data: each section is stored in manifest.json with the stage's commit, and
 the report is rebuilt from the manifest after every commit and at the start of every run, so a
 crash between the two writes, a deleted or a damaged report costs nothing but a rebuild.
+A setting echoed in the stats carries its recipe key beside it (`threshold` and
+`threshold_key: quality.min_score`; a histogram or rule row has `key`); the table shows the key
+next to the value. report_html draws the same dict; report_compare puts two side by side.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import DataError
+from pipeline.errors import DataError, PipelineError
 from pipeline.io import atomic_write_json, read_json_file
 
 REPORT_NAME = "pipeline_report.json"
@@ -38,6 +41,23 @@ def read_report(run_dir: Path) -> dict[str, Any]:
     if problem:
         raise DataError(str(path), f"not a pipeline report ({problem}); re-run `pipeline data`")
     return report
+
+
+def read_run_report(run_dir: Path) -> dict[str, Any]:
+    """The report of a run for `pipeline report`: rebuilt from its manifest (and saved, unless
+    the folder is read-only), else the file as is; a folder with neither is a user error."""
+    from pipeline.manifest import MANIFEST_NAME, Manifest
+
+    run_dir = Path(run_dir)
+    if (run_dir / MANIFEST_NAME).is_file():  # the report is derived from it: rebuild if needed
+        manifest = Manifest.load(run_dir)
+        try:
+            return sync_report(manifest)
+        except OSError:  # a read-only run folder: the rebuilt report, not saved
+            return sync_report(manifest, write=False)
+    if (run_dir / REPORT_NAME).exists():
+        return read_report(run_dir)
+    raise PipelineError(f"{run_dir}: no {REPORT_NAME}; run `pipeline data` first")
 
 
 def report_problem(report: Any) -> str | None:
@@ -131,6 +151,7 @@ def _spark(hist: dict[str, Any]) -> str:
     bars = "".join(_SPARK[min(8, -(-8 * c // top))] for c in counts)
     thr = hist.get("threshold")
     where = f" threshold={_fmt(thr)}" if thr is not None else ""
+    where += f" ({hist['key']})" if hist.get("key") and thr is not None else ""
     return f"[{_fmt(edges[0])} |{bars}| {_fmt(edges[-1])}]{where} n={sum(counts):,}"
 
 
@@ -146,7 +167,10 @@ def _render(key: str, value: Any) -> list[str]:
                 text = f"{sub.get('stat', '')} {_spark(sub)}".strip()
             else:
                 text = "  ".join(
-                    f"{k}={_fmt(v)}" for k, v in sub.items() if not isinstance(v, (dict, list))
+                    f"{k}={_fmt(v)}"
+                    + (f" ({sub['key']})" if k == "threshold" and sub.get("key") else "")
+                    for k, v in sub.items()
+                    if not isinstance(v, (dict, list)) and k != "key"
                 )
             lines.append(f"    {str(name).ljust(width)}  {text}")
         return lines
@@ -186,11 +210,25 @@ def format_report(report: dict[str, Any]) -> str:
         )
     skip = {"docs_in", "docs_out", "docs_per_s", "mb_per_s"}
     for s in report.get("stages", []):
-        extra = {k: v for k, v in s.get("stats", {}).items() if k not in skip}
+        stats = s.get("stats", {})
+        keys = setting_keys(stats)
+        extra = {k: v for k, v in stats.items() if k not in skip and k not in keys.values()}
         if not extra:
             continue
         lines += ["", f"[{s['stage']}]"]
         width = max(len(k) for k in extra)
         for k, v in extra.items():
-            lines += _render(k.ljust(width), v)
+            rendered = _render(k.ljust(width), v)
+            if k in keys:  # the recipe key that sets this value, next to it
+                rendered[0] += f"  ({stats[keys[k]]})"
+            lines += rendered
     return "\n".join(lines)
+
+
+def setting_keys(stats: dict[str, Any]) -> dict[str, str]:
+    """{stat: its `<stat>_key` entry} for the settings a stage echoes (see recipe.setting)."""
+    return {
+        k[: -len("_key")]: k
+        for k, v in stats.items()
+        if k.endswith("_key") and isinstance(v, str) and k[: -len("_key")] in stats
+    }

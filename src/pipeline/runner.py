@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,7 +31,8 @@ from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_
 from pipeline.io import crash_point, iter_files, num_records, sha256_file
 from pipeline.manifest import Manifest
 from pipeline.recipe import Recipe
-from pipeline.report import check_balance, dropped_total, sync_report
+from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
+from pipeline.report_html import write_html
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
 
@@ -160,15 +161,21 @@ def run_recipe(
         manifest = Manifest.load(run_dir)
         items = plan(recipe, manifest, start, until, only, force)
         sync_report(manifest)  # a report lost or damaged by a crash is rebuilt, nothing re-runs
-        with Executor(recipe.run.workers, progress=progress) as executor:
-            upstream: str | None = None
-            for item in items:
-                if item.action == "run":
-                    _run_stage(recipe, manifest, item, upstream, executor, progress)
-                elif item.action == "skip":
-                    log.info("[%s] skipped: %s", item.name, item.why)
-                if item.action != "off":
-                    upstream = item.name
+        try:
+            with Executor(recipe.run.workers, progress=progress) as executor:
+                upstream: str | None = None
+                for item in items:
+                    if item.action == "run":
+                        _run_stage(recipe, manifest, item, upstream, executor, progress)
+                    elif item.action == "skip":
+                        log.info("[%s] skipped: %s", item.name, item.why)
+                    if item.action != "off":
+                        upstream = item.name
+        finally:
+            # report.html shows what pipeline_report.json holds, also after a failed or
+            # interrupted run (the stages that finished); atomic, never half a page
+            if (run_dir / REPORT_NAME).exists():
+                write_html(run_dir)
     return items
 
 
@@ -290,7 +297,7 @@ def _run_stage(
         "recipe": {
             "name": recipe.run.name,
             "path": recipe.path,
-            "config": {k: asdict(v) for k, v in recipe.stages.items()},
+            "config": recipe.to_dict(),  # run keys + enabled stages, every default filled in
         },
         "seed": recipe.run.seed,
     }

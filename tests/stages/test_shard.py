@@ -77,11 +77,13 @@ def test_shards_equal_the_permuted_input(tmp_path):
     # reproduce the selection and permutation from the recorded seeds
     rng = np.random.default_rng(meta["subsample_seed"])
     train, ev = split_eval(select(np.array(["web"] * n, dtype=object), {"web": n}, rng), 0.1, rng)
-    order = train[np.random.default_rng(meta["seed"]).permutation(len(train))]
+    order = train[np.random.default_rng(meta["permutation_seed"]).permutation(len(train))]
     assert np.array_equal(ids, rows[order])
     assert np.array_equal(eids, rows[ev])  # eval keeps pack order
     assert meta["pre_shuffled"] is True and emeta["pre_shuffled"] is False
-    assert meta["seed"] == 6 and meta["subsample_seed"] == 5
+    # `seed` is the recipe's (what a trainer reads); the derived seeds keep their own keys
+    assert meta["seed"] == 5 and meta["subsample_seed"] == 5 and meta["permutation_seed"] == 6
+    assert emeta["seed"] == 5 and emeta["permutation_seed"] is None
     assert meta["shard_sizes"][:-1] == [7] * (meta["num_shards"] - 1)
     assert sum(meta["shard_sizes"]) == meta["num_samples"]
     assert seg.dtype == np.uint16 and seg.shape == ids.shape
@@ -171,6 +173,7 @@ def test_shuffle_command_on_stage_output_keeps_metadata(tmp_path):
     before, ids, _ = read_split(out / "train")
     after, ids2, _ = read_split(tmp_path / "reshuffled" / "train")
     assert after == meta and after["seed"] == 3 and after["shard_size"] == 4
+    assert after["permutation_seed"] == 3 and after["subsample_seed"] == before["subsample_seed"]
     assert after["tokenizer_sha256"] == before["tokenizer_sha256"]
     assert sorted(map(bytes, ids)) == sorted(map(bytes, ids2))
     assert not np.array_equal(ids, ids2)

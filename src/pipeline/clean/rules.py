@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.clean.textstats import STAT_INDEX
+from pipeline.config import recipe_key
 
 
 @dataclass(frozen=True)
@@ -184,17 +185,20 @@ def attribution(fails: np.ndarray) -> dict[str, np.ndarray]:
 def summarize(
     first: np.ndarray, all_: np.ndarray, alone: np.ndarray, hist: np.ndarray, cfg: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(rules: {name: {first, all, alone, threshold, direction}}, histograms: {name: {...}})."""
+    """(rules: {name: {first, all, alone, threshold, key, direction}}, histograms: {name: {...}});
+    `key` is the recipe key that sets the threshold (`clean.min_words`)."""
     rules, hists = {}, {}
     for j, rule in enumerate(RULES):
         thr = threshold(rule, cfg)
         edges = bin_edges(rule, thr)
+        key = recipe_key(cfg, rule.key)
         rules[rule.name] = {
             "first": int(first[j]),
             "all": int(all_[j]),
             "alone": int(alone[j]),
             "stat": rule.stat,
             "threshold": thr,
+            "key": key,
             "direction": rule.direction,
         }
         hists[rule.name] = {
@@ -202,6 +206,7 @@ def summarize(
             "bins": edges,
             "counts": [int(c) for c in hist[j, : len(edges) - 1]],
             "threshold": thr,
+            "key": key,
             "direction": rule.direction,
         }
     return rules, hists

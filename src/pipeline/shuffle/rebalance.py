@@ -332,6 +332,7 @@ def _metadata(
             "shard_sizes": sizes,
             "pre_shuffled": True,
             "seed": seed,
+            "permutation_seed": seed,  # the new train order's; shard's metadata has the same key
             "shards": shards,
             "version": meta.get("version", FORMAT_VERSION),
             "shuffle_stats": stats,

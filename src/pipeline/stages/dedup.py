@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.config import SEED_LIMIT, bounded
+from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
 from pipeline.dedup import cluster as cl
 from pipeline.dedup import exact
 from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
@@ -198,8 +198,8 @@ def _near(
     bands, rows = cfg.bands_rows()
     empty = cl.no_shingles(sig)  # no shingle: never a near-dup
     stats: dict[str, Any] = {
-        "bands": bands,
-        "rows": rows,
+        **setting(cfg, "bands", value=bands),
+        **setting(cfg, "rows", value=rows),
         "s_curve": {f"{s:g}": round(float(s_curve(s, bands, rows)), 4) for s in CURVE_POINTS},
         "docs_without_shingles": int(empty.sum()),
     }
@@ -220,9 +220,8 @@ def _near(
         ok = exact_jaccard(sets, pairs) >= cfg.threshold - 1e-12
     else:
         ok = cl.verify(sig, pairs, cfg.threshold)
-    stats.update(
-        {"verify": cfg.verify, "candidate_pairs": len(pairs), "verified_pairs": int(ok.sum())}
-    )
+    stats.update(setting(cfg, "verify"))
+    stats.update({"candidate_pairs": len(pairs), "verified_pairs": int(ok.sum())})
     base = 4 * cfg.num_perm + 4 * (state.length is not None or state.quality is not None) + 1
     peak = n * base + num_cand * 4 + num_cand * (8 * group + 17)
     return _NearDuplicates(pairs[ok], stats, peak)
@@ -318,20 +317,17 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     seed = ctx.seed if cfg.seed is None else cfg.seed
     state = _gather(cfg, ctx, seed)
     n, peak = state.n, state.array_bytes()
-    stats: dict[str, Any] = {"exact_method": cfg.exact, "near": cfg.near}
+    stats: dict[str, Any] = {**setting(cfg, "exact", "exact_method"), **setting(cfg, "near")}
     ex = _exact(cfg, state)
     stats.update(ex.stats)
+    if "bloom_fp_target" in ex.stats:  # the core echoes the rate it was given
+        stats["bloom_fp_target_key"] = recipe_key(cfg, "bloom_fp_rate")
     peak += ex.extra_bytes  # sort temporaries or the Bloom filter, beside signatures and keys
     edges = ex.edges
     if cfg.near:
-        stats.update(
-            {
-                "threshold": cfg.threshold,
-                "num_perm": cfg.num_perm,
-                "ngram": cfg.ngram,
-                "minhash_seed": seed,
-            }
-        )
+        for name in ("threshold", "num_perm", "ngram"):
+            stats.update(setting(cfg, name))
+        stats.update(setting(cfg, "seed", "minhash_seed", value=seed))
         near = _near(cfg, ctx, state, ex.dup)
         stats.update(near.stats)
         peak = max(peak, near.peak_bytes)
@@ -345,6 +341,7 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     hist, ids, sizes = cl.size_histogram(labels)
     show = cl.example_members(labels, decision, ids, sizes, cfg.num_examples, EXAMPLE_DOCS)
     results = _write(ctx, state.offsets, decision, cluster, show)
+    stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(cl.cluster_stats(hist, ids, sizes, [e for r in results for e in r["examples"]]))
     stats["state_bytes_per_doc_peak"] = round(peak / max(n, 1), 1)
     stats["state_bytes_per_doc_budget"] = 4 * cfg.num_perm + 64

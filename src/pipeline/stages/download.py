@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.config import bounded, input_path
+from pipeline.config import bounded, input_path, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import docs_table, part_name, text_bytes, write_table
 from pipeline.progress import Progress
@@ -162,7 +162,7 @@ def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     writer.flush_rejected()
     counts = DocCounts(docs_in, docs_out, dict(dropped), bytes_in, writer.bytes_out)
     stats: dict[str, Any] = {
-        "source": cfg.source,
+        **setting(cfg, "source"),
         "num_parts": writer.num_parts,
         "docs_per_source": dict(sorted(per_source.items())),
     }

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from pipeline.config import bounded
+from pipeline.config import bounded, setting
 from pipeline.errors import DataError
 from pipeline.io import (
     atomic_write_json,
@@ -236,6 +236,7 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     items["part"] = doc_part[items["doc"]]
     items["start"] = doc_start[items["doc"]] + items.pop("offset")
     del items["doc"]
+    fill = np.bincount(items["bin"], weights=items["len"], minlength=num_bins) / cfg.seq_len
     jobs = _jobs(items, bin_source, num_bins, cfg.seq_len, cfg.sequences_per_part)
     pad_id = meta.get("pad_id")
     pad_id = int(meta["eos_id"] if pad_id is None else pad_id)
@@ -258,7 +259,18 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     stats = _stats(cfg, lengths, bin_source, num_bins, docs_split, concat_split)
     empty = int((lengths == 0).sum())  # documents with no token at all: nothing to pack
     counts = DocCounts(len(lengths), len(lengths) - empty, {"empty": empty} if empty else {})
+    stats["fill_histogram"] = fill_histogram(fill)
     return StageResult(outputs=outputs, stats=stats, counts=[counts])
+
+
+FILL_EDGES = np.linspace(0.0, 1.0, 21)
+
+
+def fill_histogram(fill: np.ndarray) -> dict[str, Any]:
+    """Sequences by filled share of seq_len (float [num_sequences] in [0, 1]); 20 bins of 5%,
+    a full sequence counts in the last bin."""
+    counts, _ = np.histogram(np.clip(fill, 0.0, 1.0), bins=FILL_EDGES)
+    return {"edges": [round(float(e), 2) for e in FILL_EDGES], "counts": counts.tolist()}
 
 
 def _stats(
@@ -276,7 +288,7 @@ def _stats(
     per_source: dict[str, int] = {}
     for s in bin_source:
         per_source[s] = per_source.get(s, 0) + 1
-    stats: dict[str, Any] = {"strategy": cfg.strategy, "seq_len": cfg.seq_len}
+    stats: dict[str, Any] = {**setting(cfg, "strategy"), **setting(cfg, "seq_len")}
     stats.update(
         {
             "tokens_in": tokens,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from pipeline.config import bounded, input_path
+from pipeline.config import bounded, input_path, recipe_key, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, read_table, write_kept_and_rejected
 from pipeline.quality import lmstage, select
@@ -41,6 +41,12 @@ from pipeline.quality.train import fit_classifier, read_seed_set
 from pipeline.stage import Stage, StageContext, StageResult
 
 MODEL_FILE = "model.npz"
+# the setting behind the score threshold of each keep_rule (pareto draws, it has no threshold)
+RULE_SETTING = {
+    "min_score": "min_score",
+    "keep_fraction": "keep_fraction",
+    "pareto": "pareto_alpha",
+}
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
 UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
 QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
@@ -405,11 +411,14 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         outputs.append(MODEL_FILE)
         sc.info["model_file"] = MODEL_FILE
     stats_out = {
-        "score": used,
-        "keep_rule": cfg.keep_rule,
-        "threshold": threshold,
+        **setting(cfg, "score", value=used),
+        **setting(cfg, "keep_rule"),
+        **setting(cfg, RULE_SETTING[cfg.keep_rule], "threshold", value=threshold),
         "score_mean": round(float(final[ok].mean()), 4) if ok.any() else None,
-        "score_histogram": select.histogram(final[ok], threshold),
+        "score_histogram": {
+            **select.histogram(final[ok], threshold),
+            "key": recipe_key(cfg, RULE_SETTING[cfg.keep_rule]),
+        },
         "heuristic_histogram": select.histogram(sc.scores["heuristic"][ok], None),
         **_lm_report(sc, cfg, keep, extra),
         "decile_examples": [

@@ -2,7 +2,8 @@
 
 Writes `train/shard_NNNNNN.npz` (uncompressed: input_ids, segment_ids [n, seq_len]) with
 `train/metadata.json`, and the same under `eval/`. Selection uses np.random.default_rng(recipe
-seed), the train permutation recipe seed + 1 (DESIGN.md "Seeds"); both are in metadata.json.
+seed), the train permutation recipe seed + 1 (DESIGN.md "Seeds"). metadata.json: `seed` is the
+recipe's seed (what a trainer expects), `permutation_seed` and `subsample_seed` the derived ones.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.config import bounded
+from pipeline.config import RunConfig, bounded, setting
 from pipeline.errors import RecipeError
 from pipeline.io import atomic_write_json, read_json_file, read_table, sha256_file
 from pipeline.io import group_parts as io_group_parts
@@ -192,6 +193,7 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
         outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
         stats[f"sequences_{sub}"] = len(order)
         stats[f"num_shards_{sub}"] = len(written)
+        stats[f"shard_sizes_{sub}"] = [w[1] for w in written]  # sequences per shard, in order
     shuffle = _shuffle_stats(train, train_order, part_of, len(parts), cfg.shard_size)
     stats.update(
         {
@@ -200,8 +202,10 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
             "sequences_not_selected": n - len(train) - len(evals),
             "tokens_train": int(pack_meta["seq_len"]) * len(train),
             "sequences_per_source": counts,
-            "subsample_seed": ctx.seed,
-            "permutation_seed": perm_seed,
+            **setting(cfg, "shard_size"),
+            **setting(cfg, "eval_fraction"),
+            **setting(RunConfig, "seed", "subsample_seed", value=ctx.seed),
+            **setting(RunConfig, "seed", "permutation_seed", value=perm_seed),
             **{f"shuffle_{k}": v for k, v in shuffle.items()},
         }
     )
@@ -247,7 +251,8 @@ def _metadata(
         "num_shards": len(written),
         "shard_sizes": [w[1] for w in written],
         "pre_shuffled": shuffled,
-        "seed": perm_seed if shuffled else None,
+        "seed": subsample_seed,  # the recipe's seed
+        "permutation_seed": perm_seed if shuffled else None,  # train order: recipe seed + 1
         "subsample_seed": subsample_seed,
         "tokenizer_sha256": pack_meta.get("tokenizer_sha256"),
         "vocab_size": pack_meta.get("vocab_size"),

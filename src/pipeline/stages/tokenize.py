@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config import bounded
+from pipeline.config import bounded, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import (
     atomic_write_json,
@@ -41,6 +41,8 @@ from pipeline.tokenizer.train import train_bpe
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
 HF_TOKENIZER_DIR = "hf_tokenizer"  # AutoTokenizer.from_pretrained(<run>/tokenize/hf_tokenizer)
+# document length histogram (tokens, EOS excluded): powers of two, longer ones in the last bin
+DOC_TOKEN_EDGES = np.array([0] + [2**k for k in range(3, 21)], np.int64)
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,10 @@ def encode_part(
         "heldout_bytes": int(nbytes[held].sum()),
         "heldout_tokens": int(ntok[held].sum()),
         "text_tokens": int(ntok.sum()),
+        "max_doc_tokens": int(ntok.max()) if n else 0,
+        "doc_token_counts": np.histogram(
+            np.clip(ntok[keep], 0, DOC_TOKEN_EDGES[-1]), bins=DOC_TOKEN_EDGES
+        )[0],
     }
 
 
@@ -247,7 +253,7 @@ def _train(
         for a, b in res.merges[:NUM_FIRST_MERGES]
     ]
     stats = {
-        "vocab_size_requested": cfg.vocab_size,
+        **setting(cfg, "vocab_size", "vocab_size_requested"),
         "num_merges": len(res.merges),
         "stopped_early": res.stop_reason != "vocab_size",
         "stop_reason": res.stop_reason,
@@ -280,7 +286,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
             raise DataError(
                 cfg.tokenizer_path, f"special tokens {missing} are missing from added_tokens"
             )
-        quotas, stats = [0] * len(parts), {"tokenizer_path": cfg.tokenizer_path}
+        quotas, stats = [0] * len(parts), setting(cfg, "tokenizer_path")
     else:
         tok, quotas, stats = _train(cfg, ctx, parts)
     sha = hf.save(tok, ctx.out_dir / "tokenizer.json")
@@ -316,6 +322,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     tot = {k: sum(r[k] for r in results) for k in results[0] if k not in ("outputs", "counts")}
     counts = [r["counts"] for r in results]
     bytes_in = DocCounts.total(counts).bytes_in or 0
+    tot["max_doc_tokens"] = max(r["max_doc_tokens"] for r in results)
     outputs = ["tokenizer.json", *pretrained, "meta.json"]
     outputs += [o for r in results for o in r["outputs"]]
     stats = {
@@ -328,6 +335,12 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         "bytes_per_token_train": _ratio(tot["train_bytes"], tot["train_tokens"]),
         "heldout_docs": tot["heldout_docs"],
         "bytes_per_token_heldout": _ratio(tot["heldout_bytes"], tot["heldout_tokens"]),
+        "doc_tokens_mean": _ratio(tot["text_tokens"], DocCounts.total(counts).docs_out),
+        "doc_tokens_max": tot["max_doc_tokens"],
+        "doc_tokens_histogram": {
+            "edges": DOC_TOKEN_EDGES.tolist(),
+            "counts": [int(c) for c in tot["doc_token_counts"]],
+        },
         "encode_seconds": round(tot["encode_seconds"], 3),
         "encode_wall_seconds": round(wall, 3),
         # single-thread rate: text bytes over the summed per-part encode time
