@@ -53,3 +53,23 @@ def hf_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(hub, "HF_HOME", str(home))
     monkeypatch.setattr(hub, "HF_HUB_CACHE", str(home / "hub"))
     return cache
+
+
+TOY_RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "data_toy.yaml"
+TOY_SMALL = ["--set", "download.max_docs=400", "--set", "tokenize.vocab_size=1024", "-q"]
+
+
+@pytest.fixture(scope="session")
+def report_runs(tmp_path_factory) -> dict[str, Path]:
+    """Toy recipe runs for the report tests: `a` (all stages), `b` (clean.min_words and
+    quality.min_score raised), `part` (as b, download and clean only)."""
+    from pipeline.cli import main
+
+    root = tmp_path_factory.mktemp("report_runs")
+    moved = ["--set", "clean.min_words=120", "--set", "quality.min_score=0.6"]
+    off = [f"--set={name}=false" for name in ("dedup", "quality", "tokenize", "pack", "shard")]
+    runs = {"a": [], "b": moved, "part": [*moved, *off]}
+    for name, extra in runs.items():
+        args = ["data", "--config", str(TOY_RECIPE), "--out-dir", str(root / name)]
+        assert main([*args, *TOY_SMALL, *extra]) == 0
+    return {name: root / name for name in runs}

@@ -22,7 +22,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _recipe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, type=Path, help="recipe YAML")
+    p.add_argument("--config", type=Path, help="recipe YAML (without it: the recipes here)")
     p.add_argument(
         "--set",
         action="append",
@@ -131,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace):
-    from pipeline.recipe import load_recipe
+    from pipeline.recipe import load_recipe, no_config_message
 
+    if args.config is None:
+        raise PipelineError(no_config_message(Path("recipes")))
     overrides = list(args.set)
     if args.source:
         overrides.append(f"download.source={args.source}")

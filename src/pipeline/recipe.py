@@ -168,5 +168,23 @@ def load_recipe(path: Path, overrides: list[str] | None = None) -> Recipe:
     return build_recipe(raw, str(path))
 
 
+def no_config_message(folder: Path) -> str:
+    """What to do without --config: the recipes in `folder` with their first comment line."""
+    found = sorted(Path(folder).glob("*.yaml")) if Path(folder).is_dir() else []
+    if not found:
+        return (
+            f"no --config given and no recipes in {folder}/: pass a recipe YAML with --config "
+            "(every key is in docs/recipes.md; `download: {source: python_docs}` runs offline)"
+        )
+    rows = []
+    for path in found:
+        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+        rows.append(
+            f"{path} ({first.lstrip('# ').strip()})" if first.startswith("#") else str(path)
+        )
+    demo = next((p for p in found if p.stem == "data_demo"), found[0])
+    return f"no --config given; try `pipeline data --config {demo}`. Recipes: " + "; ".join(rows)
+
+
 def dump_recipe(recipe: Recipe) -> str:
     return yaml.safe_dump(recipe.to_dict(), sort_keys=False, allow_unicode=True)

@@ -22,7 +22,7 @@ from pipeline.sources.http import Unreachable, cache_dir, fetch, head_size
 from pipeline.sources.records import Record
 
 OFFLINE_HINT = (
-    "offline sources need no network: download.source=toy, download.source=python_docs, "
+    "offline source, they need no network: download.source=toy, download.source=python_docs, "
     "or your own file (--source jsonl --jsonl FILE)"
 )
 
@@ -156,7 +156,11 @@ def download_builtin(name: str, progress: bool = True) -> list[Path]:
                 )
             )
         except Unreachable as exc:
-            raise PipelineError(f"{name}: {exc}; {OFFLINE_HINT}") from None
+            dest = cache_dir() / name / f.name
+            raise PipelineError(
+                f"{name}: {exc}; without network, copy {f.name} (from {b.url(f)}) by hand to "
+                f"{dest} (the cache, $PIPELINE_CACHE_DIR), or use an {OFFLINE_HINT}"
+            ) from None
     return paths
 
 

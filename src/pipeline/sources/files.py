@@ -83,6 +83,14 @@ def _raw_lines(path: Path) -> Iterator[bytes]:
         f.close()
 
 
+def _missing_field(text_field: str, obj: dict) -> str:
+    """Say which fields the record has and which recipe key picks the text."""
+    names = [str(k) for k in obj]
+    shown = ", ".join(repr(n) for n in names[:12]) + (", ..." if len(names) > 12 else "")
+    has = f"the record has {shown}" if names else "the record is an empty object"
+    return f"field '{text_field}' is missing ({has}); set download.text_field to the text's field"
+
+
 def read_jsonl(
     paths: list[Path], text_field: str, id_field: str | None, source: str
 ) -> Iterator[Record | Malformed]:
@@ -116,7 +124,7 @@ def read_jsonl(
                 yield Malformed(where, "bad_json", "a JSON object per line expected", line)
                 continue
             if text_field not in obj:
-                yield Malformed(where, "missing_text", f"field '{text_field}' is missing", line)
+                yield Malformed(where, "missing_text", _missing_field(text_field, obj), line)
                 continue
             text = obj[text_field]
             if not isinstance(text, str):
