@@ -25,6 +25,22 @@ def test_recipe_error_is_one_line_and_exit_1(tmp_path, capsys):
     assert err == "error: download.max_dcs: unknown key (did you mean 'max_docs'?)"
 
 
+def test_data_without_config_names_the_recipes(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no --config given and no recipes in recipes/: pass a recipe")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "data_demo.yaml").write_text("# The demo.\nname: demo\n")
+    (tmp_path / "recipes" / "mine.yaml").write_text("name: mine\n")
+    assert main(["data"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: no --config given; try `pipeline data --config recipes/data_demo.yaml`. "
+        "Recipes: recipes/data_demo.yaml (The demo.); recipes/mine.yaml"
+    )
+
+
 def test_debug_shows_the_traceback(tmp_path):
     cfg = write_recipe(tmp_path, "download:\n  source: toy\n  max_dcs: 5\n")
     with pytest.raises(Exception, match="max_dcs"):

@@ -117,6 +117,23 @@ def test_too_many_malformed_lines_stop_the_run(tmp_path):
     assert not (tmp_path / "run" / "download").exists()
 
 
+def test_records_without_the_text_field_name_their_fields_and_the_key(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "content": "x"}) + "\n" for i in range(3)))
+    with pytest.raises(
+        DataError,
+        match=r"first: .*c\.jsonl:1: field 'text' is missing \(the record has 'id', 'content'\); "
+        r"set download\.text_field to the text's field",
+    ):
+        run_stages(tmp_path / "run", {"download": {"source": "jsonl", "path": str(path)}})
+    # and with the key set, the same file reads
+    run_stages(
+        tmp_path / "run",
+        {"download": {"source": "jsonl", "path": str(path), "text_field": "content"}},
+    )
+    assert stats(tmp_path / "run")["docs_out"] == 3
+
+
 def test_lone_surrogates_and_nul_survive(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"text": "a\\ud800b"}\n{"text": "nul\\u0000here"}\n{"text": ""}\n')
