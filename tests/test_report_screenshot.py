@@ -135,3 +135,11 @@ def test_report_html_renders_charts_in_a_headless_browser(report_runs, tmp_path)
     assert counts.max() < 0.95 * counts.sum()  # the background is not everything
     bar = tuple(int(KEPT[i : i + 2], 16) for i in (1, 3, 5))
     assert (img == bar).all(axis=2).sum() > 500  # the funnel's bars were drawn
+
+
+def test_docs_screenshot_is_a_small_png_the_docs_show():
+    root = Path(__file__).resolve().parent.parent
+    png = root / "docs" / "report.png"
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 300_000
+    assert "](report.png)" in (root / "docs" / "overview.md").read_text(encoding="utf-8")

@@ -128,7 +128,9 @@ def _dict_figure(title: str, mapping: dict[str, Any], unit: str, caption: str) -
 def _download(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     figs = [_drop_figure("download", st)]
     if st.get("docs_per_source"):
-        figs.append(_dict_figure("documents per source", st["docs_per_source"], "docs", "download"))
+        figs.append(
+            _dict_figure("documents per source", st["docs_per_source"], "docs", "what each gave")
+        )
     return figs
 
 
@@ -179,9 +181,12 @@ def _clean(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
             )
         )
     figs = figs or [_drop_figure("clean", st)]  # no rule failed: in and out still shown
-    for name, h in st.get("histograms", {}).items():
-        if h.get("threshold") is not None:  # rules switched off draw nothing
-            figs.append(_histogram_figure(name, h))
+    # the rules that decide most first (by documents failing them), then rule order;
+    # rules switched off (threshold null) draw nothing
+    hists = [(n, h) for n, h in st.get("histograms", {}).items() if h.get("threshold") is not None]
+    fails = {n: st.get("rules", {}).get(n, {}).get("all", 0) for n, _ in hists}
+    for name, h in sorted(hists, key=lambda nh: -fails[nh[0]]):
+        figs.append(_histogram_figure(name, h))
     return figs
 
 
