@@ -171,3 +171,13 @@ def test_threshold_line_sits_at_its_bin_edge():
     # plot from x=48 over 600 - 48 - 30 = 522 px: column width 174, the line at 48 + 174
     assert [float(el.get("x1")) for el in dashed] == [222.0]
     assert "clean.min_words = 50" in text_of(root)
+
+
+def test_the_dropped_side_of_a_threshold():
+    """min rules drop below the line, max rules above it; no threshold, nothing orange."""
+    from pipeline.report_sections import _dropped_side
+
+    edges = [0, 25, 50, 100]
+    assert _dropped_side(edges, 50, "min") == [True, True, False]
+    assert _dropped_side(edges, 50, "max") == [False, False, True]
+    assert _dropped_side(edges, None, "max") == [False, False, False]

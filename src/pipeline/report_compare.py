@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.report_html import figure, page, table
-from pipeline.report_svg import KEPT, SECOND, bars, esc, fmt
+from pipeline.report_html import page
+from pipeline.report_svg import KEPT, SECOND, bars, esc, figure, fmt, table
 
 COMPARE_NAME = "compare.html"
 # nested entries that are lists of examples or per-bin counts, not a statistic to compare

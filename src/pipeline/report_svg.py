@@ -1,4 +1,5 @@
-"""Small inline-SVG charts for report.html: pure functions from numbers to an `<svg>` string.
+"""Small inline-SVG charts for report.html: pure functions from numbers to an `<svg>` string,
+and the <figure>/<table> markup that puts the numbers behind a chart under it.
 
 Well-formed XML (every value escaped, no namespaces or links), so the page opens offline and
 parses as XHTML. Sizes are in CSS pixels. No axis library: bars, columns with a marked
@@ -208,3 +209,31 @@ def line(
         anchor = "end" if value > 0.7 else "start"
         body.append(_text(x + (-4 if anchor == "end" else 4), top_pad + 12, caption, anchor=anchor))
     return _svg(WIDTH, height, title, body)
+
+
+# ---------------------------------------------------------------- the numbers under a chart
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], left: int = 1) -> str:
+    """A <table>; the first `left` columns are left-aligned (names), the rest numbers."""
+
+    def cell(tag: str, i: int, value: object) -> str:
+        cls = ' class="l"' if i < left else ""
+        text = value if isinstance(value, str) else fmt(value)
+        return f"<{tag}{cls}>{esc(text)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>" for r in rows
+    )
+    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def hist_table(edges: Sequence[float], counts: Sequence[int], unit: str = "docs") -> str:
+    """The numbers behind a histogram: one column per bin, lower edge over count."""
+    header = ["from"] + [fmt(e) for e in edges[:-1]] + [f"to {fmt(edges[-1])}"]
+    return table(header, [[unit, *counts, ""]])
+
+
+def figure(svg: str, caption: str, numbers: str = "") -> str:
+    return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption>{numbers}</figure>"
