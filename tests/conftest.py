@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from helpers import run_stages
+from helpers import TOY_RECIPE, TOY_SMALL, run_stages
 
 
 @pytest.fixture(autouse=True)
@@ -53,10 +55,6 @@ def hf_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(hub, "HF_HOME", str(home))
     monkeypatch.setattr(hub, "HF_HUB_CACHE", str(home / "hub"))
     return cache
-
-
-TOY_RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "data_toy.yaml"
-TOY_SMALL = ["--set", "download.max_docs=400", "--set", "tokenize.vocab_size=1024", "-q"]
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,9 @@ from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run
 
 EOS, PAD = 1, 0  # the fake tokenizer's special ids
+# the toy recipe at a size the report tests run in seconds (conftest's `report_runs`)
+TOY_RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "data_toy.yaml"
+TOY_SMALL = ["--set", "download.max_docs=400", "--set", "tokenize.vocab_size=1024", "-q"]
 
 
 def make_recipe(out_dir: Path, stages: dict[str, Any], overrides: list[str] | None = None, **run):

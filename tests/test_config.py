@@ -1,14 +1,17 @@
-"""pipeline.config: typed conversion, ranges, unknown keys, and config_hash."""
+"""pipeline.config: typed conversion, ranges, unknown keys, config_hash, and recipe keys."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 import pytest
 
-from pipeline.config import bounded, build_config, config_hash
+from pipeline.config import RunConfig, bounded, build_config, config_hash, recipe_key, setting
 from pipeline.errors import RecipeError
+from pipeline.stages import STAGES
+from pipeline.stages.clean import CleanConfig
 
 
 @dataclass(frozen=True)
@@ -35,3 +38,16 @@ def test_config_hash_follows_values_only():
     assert config_hash(Example()) == config_hash(build_config(Example, {"size": 4}, "ex"))
     assert config_hash(Example()) != config_hash(Example(size=5))
     assert len(config_hash(Example())) == 64
+
+
+def test_recipe_key_and_setting_come_from_the_dataclasses():
+    cfg = CleanConfig(min_words=7)
+    assert recipe_key(cfg, "min_words") == recipe_key(CleanConfig, "min_words") == "clean.min_words"
+    assert recipe_key(RunConfig, "seed") == "seed"
+    assert setting(cfg, "min_words", "threshold") == {
+        "threshold": 7,
+        "threshold_key": "clean.min_words",
+    }
+    for name, stage in STAGES.items():  # every stage's section is its recipe block's name
+        field = dataclasses.fields(stage.config_cls)[0].name
+        assert recipe_key(stage.config_cls, field) == f"{name}.{field}"

@@ -11,12 +11,11 @@ import xml.etree.ElementTree as ET
 import yaml
 
 from pipeline.cli import main
-from pipeline.recipe import RunConfig, load_recipe, recipe_key, setting
+from pipeline.config import RunConfig
+from pipeline.recipe import load_recipe
 from pipeline.report import format_report, load_report
 from pipeline.report_html import HTML_NAME, render_html, section_ids
-from pipeline.report_svg import _position, columns
 from pipeline.stages import STAGES
-from pipeline.stages.clean import CleanConfig
 
 # anything that would make a browser fetch or run something
 NETWORK = re.compile(r"https?:|ftp:|//[a-z0-9]|url\(|@import|<script|<link|<img|<iframe", re.I)
@@ -86,7 +85,7 @@ def test_thresholds_are_labelled_with_their_recipe_keys(report_runs):
 
 
 def test_page_ends_with_the_recipe_every_default_filled_in(report_runs):
-    from conftest import TOY_RECIPE
+    from helpers import TOY_RECIPE
 
     root = parse((report_runs["b"] / HTML_NAME).read_text(encoding="utf-8"))
     shown = yaml.safe_load(section(root, "recipe").find("pre").text)
@@ -122,19 +121,6 @@ def test_report_json_names_the_recipe_key_of_every_setting(report_runs):
     assert re.search(r"seq_len\s+512\s+\(pack\.seq_len\)", table)
 
 
-def test_recipe_key_and_setting_come_from_the_dataclasses():
-    cfg = CleanConfig(min_words=7)
-    assert recipe_key(cfg, "min_words") == recipe_key(CleanConfig, "min_words") == "clean.min_words"
-    assert recipe_key(RunConfig, "seed") == "seed"
-    assert setting(cfg, "min_words", "threshold") == {
-        "threshold": 7,
-        "threshold_key": "clean.min_words",
-    }
-    for name, stage in STAGES.items():  # every stage's section is its recipe block's name
-        field = dataclasses.fields(stage.config_cls)[0].name
-        assert recipe_key(stage.config_cls, field) == f"{name}.{field}"
-
-
 def test_report_html_command_rewrites_the_same_page(report_runs, capsys):
     path = report_runs["a"] / HTML_NAME
     before = path.read_bytes()
@@ -156,28 +142,3 @@ def test_a_report_with_unknown_or_partial_stages_still_renders():
     root = parse(render_html(report))
     for ident in section_ids(report):
         assert list(section(root, ident).iter("svg")), ident
-
-
-def test_threshold_line_sits_at_its_bin_edge():
-    """Edges [0, 50, 100, 1000] make 3 equal-width columns; 50 is the right side of column 0
-    (position 1.0), 550 halfway through column 2 (2.5); beyond the edges clamps."""
-    edges = [0, 50, 100, 1000]
-    assert _position(edges, 50) == 1.0
-    assert _position(edges, 550) == 2.5
-    assert (_position(edges, -5), _position(edges, 5000)) == (0.0, 3.0)
-    svg = columns("t", edges, [1, 2, 3], marker=(50, "clean.min_words = 50"))
-    root = parse(svg)
-    dashed = [el for el in root.iter("line") if el.get("stroke-dasharray")]
-    # plot from x=48 over 600 - 48 - 30 = 522 px: column width 174, the line at 48 + 174
-    assert [float(el.get("x1")) for el in dashed] == [222.0]
-    assert "clean.min_words = 50" in text_of(root)
-
-
-def test_the_dropped_side_of_a_threshold():
-    """min rules drop below the line, max rules above it; no threshold, nothing orange."""
-    from pipeline.report_sections import _dropped_side
-
-    edges = [0, 25, 50, 100]
-    assert _dropped_side(edges, 50, "min") == [True, True, False]
-    assert _dropped_side(edges, 50, "max") == [False, False, True]
-    assert _dropped_side(edges, None, "max") == [False, False, False]
