@@ -60,6 +60,18 @@ def test_a_reason_one_run_never_met_counts_as_zero(report_runs):
         assert 0 in rows[k][1:3]
 
 
+def test_json_comparison_holds_the_same_rows(report_runs, capsys):
+    import json
+
+    a, b = report_runs["a"], report_runs["b"]
+    assert main(["report", str(a), str(b), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["runs"] == [str(a), str(b)]
+    assert ["clean.min_words", 50, 120] in got["recipe"]
+    clean = next(s for s in got["stages"] if s["stage"] == "clean")
+    assert any(r[0] == "docs_out" and r[4].startswith("-") for r in clean["rows"])
+
+
 def test_diff_worked_examples():
     assert diff(10, 12) == "+2 (+20.0%)"
     assert diff(0.5, 0.25) == "-0.25 (-50.0%)"

@@ -59,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="print a run's pipeline_report.json as a table, or compare two runs"
     )
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="one run, or A B")
-    p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.add_argument(
+        "--json", action="store_true", help="print the raw JSON (A B: the comparison as JSON)"
+    )
     p.add_argument("--html", action="store_true", help="write report.html (A B: compare.html)")
     p.add_argument("--all", action="store_true", help="compare: also rows equal in both runs")
     _common(p)
@@ -182,7 +184,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if len(args.run_dirs) == 2:
         from pipeline.report_compare import write_compare
 
-        print(write_compare(*args.run_dirs, html=args.html, everything=args.all))
+        print(write_compare(*args.run_dirs, args.html, args.all, as_json=args.json))
         return 0
     (run_dir,) = args.run_dirs
     report = read_run_report(run_dir)

@@ -7,6 +7,7 @@ blank. Histograms and example lists are left out of the table (report.html draws
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -247,14 +248,18 @@ def _count(key: str, value: Any) -> bool:
     return key in ("docs_in", "docs_out") or key.startswith(("dropped_", "sequences"))
 
 
-def write_compare(run_a: Path, run_b: Path, html: bool = False, everything: bool = False) -> str:
-    """The text comparison, or (html) write `<run_b>/compare.html` atomically and return its
-    path: B is usually the run made after moving a threshold."""
+def write_compare(
+    run_a: Path, run_b: Path, html: bool = False, everything: bool = False, as_json: bool = False
+) -> str:
+    """The text comparison (or its JSON), or (html) write `<run_b>/compare.html` atomically and
+    return its path: B is usually the run made after moving a threshold."""
     from pipeline.io import atomic_write_bytes
     from pipeline.report import read_run_report
 
     a, b = read_run_report(run_a), read_run_report(run_b)
     names = (str(run_a), str(run_b))
+    if as_json and not html:
+        return json.dumps({"runs": names, **compare_reports(a, b)}, indent=2, default=str)
     if not html:
         return format_compare(compare_reports(a, b), names, everything)
     path = Path(run_b) / COMPARE_NAME
