@@ -132,6 +132,8 @@ def columns(
     height = top_pad + plot_h + bottom
     top = max(counts, default=0) or 1
     col_w = plot_w / max(n, 1)
+    if edges is None:
+        col_w = min(col_w, 48.0)  # a few categories (cluster sizes, shards): no wall of colour
     body = [_text(8, 16, title, size=13, font_weight="bold")]
     base = top_pad + plot_h
     for frac in (0.0, 0.5, 1.0):  # light grid with the count it stands for
