@@ -226,7 +226,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def setting_keys(stats: dict[str, Any]) -> dict[str, str]:
-    """{stat: its `<stat>_key` entry} for the settings a stage echoes (see recipe.setting)."""
+    """{stat: its `<stat>_key` entry} for the settings a stage echoes (see config.setting)."""
     return {
         k[: -len("_key")]: k
         for k, v in stats.items()

@@ -22,7 +22,7 @@ from pipeline.sources.http import Unreachable, cache_dir, fetch, head_size
 from pipeline.sources.records import Record
 
 OFFLINE_HINT = (
-    "offline source, they need no network: download.source=toy, download.source=python_docs, "
+    "offline sources need no network: download.source=toy, download.source=python_docs, "
     "or your own file (--source jsonl --jsonl FILE)"
 )
 
@@ -159,7 +159,7 @@ def download_builtin(name: str, progress: bool = True) -> list[Path]:
             dest = cache_dir() / name / f.name
             raise PipelineError(
                 f"{name}: {exc}; without network, copy {f.name} (from {b.url(f)}) by hand to "
-                f"{dest} (the cache, $PIPELINE_CACHE_DIR), or use an {OFFLINE_HINT}"
+                f"{dest} (the cache, $PIPELINE_CACHE_DIR) and re-run; {OFFLINE_HINT}"
             ) from None
     return paths
 
