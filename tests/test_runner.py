@@ -163,7 +163,11 @@ def test_crash_leaves_no_partial_output_and_rerun_matches(tmp_path):
     run_dir = tmp_path / "run"
     assert not (run_dir / "clean").exists() and not (run_dir / ".tmp-clean").exists()
     assert "clean" not in Manifest.load(run_dir).stages
+    # report.html shows what finished: the download section, no clean section
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert 'id="stage-download"' in page and 'id="stage-clean"' not in page
     run_recipe(recipe(tmp_path), progress=False)
+    assert 'id="stage-clean"' in (run_dir / "report.html").read_text(encoding="utf-8")
     resumed = json.loads((run_dir / "manifest.json").read_text())["stages"]
     fresh_dir = tmp_path / "fresh"
     run_recipe(make_recipe(fresh_dir, {"download": DOWNLOAD, "clean": {}}), progress=False)
