@@ -190,6 +190,15 @@ def _funnel(report: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def _drops(report: dict[str, Any]) -> dict[str, int]:
+    return {
+        f"{s['stage']}: {k.removeprefix('dropped_')}": v
+        for s in report.get("stages", [])
+        for k, v in s.get("stats", {}).items()
+        if k.startswith("dropped_") and _is_number(v) and v
+    }
+
+
 def _pair_chart(title: str, da: dict[str, Any], db: dict[str, Any], names: tuple[str, str]) -> str:
     labels = list(da) + [k for k in db if k not in da]
     series = [
@@ -212,10 +221,16 @@ def render_compare_html(a: dict[str, Any], b: dict[str, Any], names: tuple[str, 
         (
             "overview",
             "Overview",
-            figure(
+            '<div class="grid">'
+            + figure(
                 _pair_chart("documents after each stage", _funnel(a), _funnel(b), names),
                 "the document funnel of both runs (A blue, B green)",
-            ),
+            )
+            + figure(
+                _pair_chart("documents dropped by stage and reason", _drops(a), _drops(b), names),
+                "first failing reason per document, both runs",
+            )
+            + "</div>",
         ),
     ]
     sa = {s["stage"]: s.get("stats", {}) for s in a.get("stages", [])}
