@@ -15,10 +15,32 @@ from pipeline.report_svg import DROPPED, KEPT, bars, columns, figure, fmt, hist_
 ALL_FAILING = "#8c8c8c"
 
 
-def _marker(value: float | None, key: str | None) -> tuple[float, str] | None:
+_MISSING = object()
+
+
+def recipe_value(report: dict[str, Any], key: str) -> Any:
+    """The value of recipe key `clean.min_words` in the run's recipe (defaults filled in)."""
+    node: Any = (report.get("recipe") or {}).get("config") or {}
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _marker(
+    value: float | None, key: str | None, report: dict[str, Any]
+) -> tuple[float, str] | None:
+    """(value, caption) of a threshold line: `clean.min_words = 50`, or, where the key sets the
+    line indirectly (a switch, a keep fraction), `0.5 (clean.drop_empty = true)`."""
     if value is None:
         return None
-    return (value, f"{key} = {fmt(value)}" if key else f"threshold {fmt(value)}")
+    if not key:
+        return (value, f"threshold {fmt(value)}")
+    setting = recipe_value(report, key)
+    if setting is _MISSING or setting == value and not isinstance(setting, bool):
+        return (value, f"{key} = {fmt(value)}")
+    return (value, f"{fmt(value)} ({key} = {fmt(setting)})")
 
 
 def _dropped_side(edges: Sequence[float], thr: float | None, direction: str | None) -> list[bool]:
@@ -75,13 +97,20 @@ def _download(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     return figs
 
 
-def _histogram_figure(name: str, h: dict[str, Any], unit: str = "docs") -> str:
+def _histogram_figure(
+    name: str, h: dict[str, Any], report: dict[str, Any], unit: str = "docs"
+) -> str:
     edges = h.get("bins") or h.get("edges")
     thr, key = h.get("threshold"), h.get("key")
     stat = h.get("stat", name)
     side = _dropped_side(edges, thr, h.get("direction"))
     svg = columns(
-        f"{name}: {stat}", edges, h["counts"], marker=_marker(thr, key), dropped=side, xlabel=stat
+        f"{name}: {stat}",
+        edges,
+        h["counts"],
+        marker=_marker(thr, key, report),
+        dropped=side,
+        xlabel=stat,
     )
     what = (
         f"drops {'above' if h.get('direction') == 'max' else 'below'} the line"
@@ -127,7 +156,7 @@ def _clean(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     hists = [(n, h) for n, h in st.get("histograms", {}).items() if h.get("threshold") is not None]
     fails = {n: st.get("rules", {}).get(n, {}).get("all", 0) for n, _ in hists}
     for name, h in sorted(hists, key=lambda nh: -fails[nh[0]]):
-        figs.append(_histogram_figure(name, h))
+        figs.append(_histogram_figure(name, h, report))
     return figs
 
 
@@ -155,7 +184,7 @@ def _dedup(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         svg = line(
             f"dedup: LSH S-curve, {bands} bands x {rows} rows",
             pts,
-            marker=_marker(thr, st.get("threshold_key")),
+            marker=_marker(thr, st.get("threshold_key"), report),
             xlabel="Jaccard similarity of a pair",
             ylabel="P(pair becomes a candidate)",
         )
@@ -179,10 +208,10 @@ def _quality(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     if h:
         h = {**h, "stat": f"{st.get('score', '')} score", "direction": "min"}
         h.setdefault("key", st.get("threshold_key"))
-        figs.append(_histogram_figure("quality", h))
+        figs.append(_histogram_figure("quality", h, report))
     h = st.get("heuristic_histogram")
     if h:
-        figs.append(_histogram_figure("quality", {**h, "stat": "heuristic score"}))
+        figs.append(_histogram_figure("quality", {**h, "stat": "heuristic score"}, report))
     return figs
 
 
@@ -202,7 +231,7 @@ def _tokenize(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
             "tokenize: document length in tokens",
             h["edges"],
             h["counts"],
-            marker=_marker(seq_len, key),
+            marker=_marker(seq_len, key, report),
             xlabel="tokens per document (EOS excluded)",
         )
         caption = f"mean {fmt(st.get('doc_tokens_mean'))}, max {fmt(st.get('doc_tokens_max'))}"
