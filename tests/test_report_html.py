@@ -66,12 +66,13 @@ def test_one_chart_per_section_and_the_charts_the_issue_lists(report_runs):
         "tokenize: document length in tokens",
         "pack: sequences by fill",
         "shard: train shard sizes",
-        "shard: shuffle quality (train order)",
         "stage time",
     ):
         assert any(t.startswith(want) for t in titles), want
     # the numbers behind each chart: every figure holds a table
     assert all(fig.find(".//table") is not None for fig in root.iter("figure"))
+    shard = text_of(section(root, "stage-shard"))
+    assert "shuffle of the train order" in shard and "shuffle_spearman" in shard
 
 
 def test_thresholds_are_labelled_with_their_recipe_keys(report_runs):

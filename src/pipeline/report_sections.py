@@ -274,6 +274,9 @@ def _pack(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
 
 def _shard(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     figs = []
+    # shuffle numbers have different units (a rank correlation, ratios, samples): a table
+    shuffle = {k: v for k, v in st.items() if k.startswith("shuffle_")}
+    shuffle_table = table(["shuffle of the train order", "value"], list(shuffle.items()))
     for sub in ("train", "eval"):
         sizes = st.get(f"shard_sizes_{sub}")
         if not sizes:
@@ -284,29 +287,20 @@ def _shard(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         caption = f"{len(sizes)} shard(s), {fmt(sum(sizes))} sequences"
         caption += f" (first {len(shown)} drawn)" if len(shown) < len(sizes) else ""
         caption += f"; {st.get('shard_size_key', 'shard_size')} = {fmt(st.get('shard_size'))}"
-        figs.append(figure(svg, caption, table(["shard", *labels], [["sequences", *shown]])))
-    quality = {k: v for k, v in st.items() if k.startswith("shuffle_")}
-    if quality:
-        svg = bars(
-            "shard: shuffle quality (train order)",
-            list(quality),
-            [("", [abs(float(v)) for v in quality.values()], KEPT)],
-        )
-        figs.append(
-            figure(
-                svg,
-                "spearman near 0 = order unrelated to the input; same-source ratio near 1 and "
-                "share deviation near 0 = shards mixed like the whole (bars show |value|)",
-                table(["", "value"], [[k, v] for k, v in quality.items()]),
+        if sub == "train" and shuffle:
+            caption += (
+                "; shuffle: spearman near 0 = order unrelated to the input, same-source ratio "
+                "near 1 and share deviation near 0 = each shard mixed like the whole"
             )
-        )
+        numbers = table(["shard", *labels], [["sequences", *shown]])
+        figs.append(figure(svg, caption, numbers + (shuffle_table if sub == "train" else "")))
     if st.get("sequences_per_source"):
         figs.append(
             _dict_figure(
                 "shard: sequences per source", st["sequences_per_source"], "sequences", "selected"
             )
         )
-    return figs
+    return figs or _generic(st, report)
 
 
 def _generic(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
