@@ -8,7 +8,15 @@ from typing import Literal
 
 import pytest
 
-from pipeline.config import RunConfig, bounded, build_config, config_hash, recipe_key, setting
+from pipeline.config import (
+    RunConfig,
+    bounded,
+    build_config,
+    config_hash,
+    recipe_key,
+    setting,
+    with_keys,
+)
 from pipeline.errors import RecipeError
 from pipeline.stages import STAGES
 from pipeline.stages.clean import CleanConfig
@@ -51,3 +59,14 @@ def test_recipe_key_and_setting_come_from_the_dataclasses():
     for name, stage in STAGES.items():  # every stage's section is its recipe block's name
         field = dataclasses.fields(stage.config_cls)[0].name
         assert recipe_key(stage.config_cls, field) == f"{name}.{field}"
+
+
+def test_with_keys_puts_each_key_right_after_its_stat():
+    cfg = CleanConfig()
+    got = with_keys({"a": 1, "words": 50, "b": 2}, cfg, {"words": "min_words"})
+    assert list(got.items()) == [
+        ("a", 1),
+        ("words", 50),
+        ("words_key", "clean.min_words"),
+        ("b", 2),
+    ]

@@ -82,6 +82,17 @@ def setting(cfg: Any, name: str, stat: str | None = None, value: Any = _FROM_CON
     return {stat: value, f"{stat}_key": recipe_key(cfg, name)}
 
 
+def with_keys(stats: dict[str, Any], cfg: Any, fields: dict[str, str]) -> dict[str, Any]:
+    """A copy of `stats` with `<stat>_key` right after each stat that echoes a config field
+    (`fields`: stat name -> field name), for nested sections a core builds (quality's `lm`)."""
+    out: dict[str, Any] = {}
+    for k, v in stats.items():
+        out[k] = v
+        if k in fields:
+            out[f"{k}_key"] = recipe_key(cfg, fields[k])
+    return out
+
+
 def config_hash(cfg: Any) -> str:
     """Stable hash of a config dataclass (its fields as sorted JSON)."""
     blob = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)

@@ -209,9 +209,14 @@ def _quality(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         h = {**h, "stat": f"{st.get('score', '')} score", "direction": "min"}
         h.setdefault("key", st.get("threshold_key"))
         figs.append(_histogram_figure("quality", h, report))
-    h = st.get("heuristic_histogram")
+    h = st.get("perplexity_histogram")
     if h:
-        figs.append(_histogram_figure("quality", {**h, "stat": "heuristic score"}, report))
+        h = {**h, "stat": "LM perplexity (log bins)"}
+        figs.append(_histogram_figure("quality", h, report))
+    for name in ("coherence", "heuristic"):
+        h = st.get(f"{name}_histogram")
+        if h:
+            figs.append(_histogram_figure("quality", {**h, "stat": f"{name} score"}, report))
     return figs
 
 

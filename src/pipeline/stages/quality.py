@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from pipeline.config import bounded, input_path, recipe_key, setting
+from pipeline.config import bounded, input_path, recipe_key, setting, with_keys
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, read_table, write_kept_and_rejected
 from pipeline.quality import lmstage, select
@@ -374,11 +374,14 @@ def _write(
 
 
 def _lm_report(sc: _Scored, cfg: QualityConfig, keep: np.ndarray, extra: dict) -> dict:
-    out: dict[str, Any] = {"lm": sc.lm_info}
+    echoed = {"reference": "reference", "order": "lm_order", "folds": "lm_folds"}
+    out: dict[str, Any] = {"lm": with_keys(sc.lm_info, cfg, echoed)}
     if sc.lm:
-        out["perplexity_histogram"] = lmstage.perplexity_histogram(
-            sc.lm["perplexity"][sc.scorable], cfg.max_perplexity
-        )
+        out["perplexity_histogram"] = {
+            **lmstage.perplexity_histogram(sc.lm["perplexity"][sc.scorable], cfg.max_perplexity),
+            "key": recipe_key(cfg, "max_perplexity"),
+            "direction": "max",
+        }
         out["per_script"] = lmstage.per_script(sc.lm, sc.scorable, keep)
         out.update(extra)
     if "coherence" in sc.scores:
@@ -414,6 +417,7 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         **setting(cfg, "score", value=used),
         **setting(cfg, "keep_rule"),
         **setting(cfg, RULE_SETTING[cfg.keep_rule], "threshold", value=threshold),
+        **setting(cfg, "max_perplexity"),
         "score_mean": round(float(final[ok].mean()), 4) if ok.any() else None,
         "score_histogram": {
             **select.histogram(final[ok], threshold),
