@@ -120,6 +120,7 @@ def _histogram_figure(
     caption = f"{sum(h['counts']):,} {unit}"
     caption += f"; threshold {fmt(thr)}" if thr is not None else ""
     caption += f" set by {key}" if key and thr is not None else ""
+    caption += f"; no threshold: {key} is null" if key and thr is None else ""
     caption += f"; {what} (orange)" if what and thr is not None else ""
     return figure(svg, caption, hist_table(edges, h["counts"], unit))
 
