@@ -121,16 +121,16 @@ def test_server_down_names_offline_choices(tmp_path, monkeypatch):
 def test_offline_builtin_says_where_to_put_the_file_by_hand(tmp_path, monkeypatch):
     from pipeline.sources.builtin import BUILTINS
 
-    monkeypatch.setenv("PIPELINE_URL_SHAKESPEARE", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("PIPELINE_URL_TINYSTORIES", f"http://127.0.0.1:{_closed_port()}")
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path / "cache"))
-    remote = BUILTINS["shakespeare"].files[0]
-    dest = tmp_path / "cache" / "shakespeare" / remote.name
+    remote = BUILTINS["tinystories"].files[0]
+    dest = tmp_path / "cache" / "tinystories" / remote.name
     with pytest.raises(PipelineError, match=rf"copy {remote.name} .*by hand to {dest} "):
-        run_stages(tmp_path / "run", {"download": {"source": "shakespeare"}})
-    # placed there by hand (the size is what the cache checks), the run needs no network
-    speech = "FIRST CITIZEN:\nSpeak, speak.\n\n"
-    dest.write_text((speech * (remote.size_bytes // len(speech) + 1))[: remote.size_bytes])
-    run_stages(tmp_path / "run", {"download": {"source": "shakespeare"}})
+        run_stages(tmp_path / "run", {"download": {"source": "tinystories"}})
+    # placed there by hand (no pin for this file: trusted once, then recorded), no network needed
+    stories = ["Once upon a time a cat sat.", "A dog ran home."]
+    dest.write_text("\n<|endoftext|>\n".join(stories) + "\n", encoding="utf-8")
+    run_stages(tmp_path / "run", {"download": {"source": "tinystories"}})
     assert (tmp_path / "run" / "download" / "part-00000.parquet").is_file()
 
 
