@@ -21,6 +21,8 @@ import yaml
 
 from helpers import make_recipe
 from pipeline import io
+from pipeline.report import load_report
+from pipeline.report_html import HTML_NAME, render_html
 from pipeline.runner import run_recipe
 
 FIRST = {"download": {"source": "toy", "max_docs": 60, "docs_per_part": 20}, "clean": {}}
@@ -42,7 +44,8 @@ def _timeless(obj):
 
 
 def state(run_dir: Path) -> dict[str, object]:
-    """Every file of the run folder: bytes, or for manifest and report their timeless JSON."""
+    """Every file of the run folder: bytes, or for manifest and report their timeless JSON, and
+    for report.html (it shows timings too) whether it is the rendering of the report there."""
     out: dict[str, object] = {}
     for p in io.iter_files(run_dir):
         rel = p.relative_to(run_dir).as_posix()
@@ -50,6 +53,8 @@ def state(run_dir: Path) -> dict[str, object]:
             continue
         if rel in ("manifest.json", "pipeline_report.json"):
             out[rel] = _timeless(json.loads(p.read_text()))
+        elif rel == HTML_NAME:
+            out[rel] = p.read_text(encoding="utf-8") == render_html(load_report(run_dir))
         else:
             out[rel] = p.read_bytes()
     return out
@@ -105,7 +110,8 @@ def _cli(recipe: Path, env: dict) -> subprocess.Popen:
 
 def test_real_kill_at_runner_points_then_rerun(tmp_path):
     """os._exit in a real process: mid-stage (a half-filled .tmp-clean), inside the manifest
-    write (temp written, not renamed) and inside the report write, after the commit."""
+    write (temp written, not renamed), inside the report write, after the commit, and inside
+    the report.html write that ends the run."""
     ref = tmp_path / "ref"
     shots, want = snapshots(ref, tmp_path / "shots", FIRST)
     labels = [label for _, label in shots]
@@ -114,8 +120,9 @@ def test_real_kill_at_runner_points_then_rerun(tmp_path):
     )
     rename = labels.index("clean: before renaming .tmp-clean into place")
     manifest = labels.index("manifest.json written, before its rename", rename)
-    points = [mid + 1, manifest + 1, len(labels)]  # 1-based; the last: the report's rename
-    assert labels[-1] == "pipeline_report.json written, before its rename"
+    report = len(labels) - 1 - labels[::-1].index("pipeline_report.json written, before its rename")
+    points = [mid + 1, manifest + 1, report + 1, len(labels)]  # 1-based; last: report.html's
+    assert labels[-1] == "report.html written, before its rename"
     procs = {}
     for n in points:  # side by side: each pays the interpreter start-up
         recipe = tmp_path / f"kill{n}.yaml"

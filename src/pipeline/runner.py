@@ -297,12 +297,19 @@ def _run_stage(
         "recipe": {
             "name": recipe.run.name,
             "path": recipe.path,
-            "config": recipe.to_dict(),  # run keys + enabled stages, every default filled in
+            "config": recorded_recipe(recipe),
         },
         "seed": recipe.run.seed,
     }
     _commit(manifest, name, tmp, entry, report_info)
     log.info("[%s] done in %.2fs: %s", name, seconds, _summary(stats))
+
+
+def recorded_recipe(recipe: Recipe) -> dict:
+    """The recipe as the report records it: every default filled in, less out_dir and workers
+    (where a run goes and how many processes it uses never change its bytes, so a run folder
+    moved or re-run with more workers keeps the same manifest)."""
+    return {k: v for k, v in recipe.to_dict().items() if k not in ("out_dir", "workers")}
 
 
 def _commit(
