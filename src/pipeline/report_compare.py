@@ -17,6 +17,7 @@ from pipeline.report_svg import KEPT, SECOND, bars, esc, figure, fmt, table
 COMPARE_NAME = "compare.html"
 # nested entries that are lists of examples or per-bin counts, not a statistic to compare
 _SKIP = {"histograms", "example_clusters", "decile_examples", "first_merges", "malformed_examples"}
+_NOT_RECIPE = {"out_dir", "workers"}  # where and how fast (reports before they were left out)
 _RULE_META = {"stat", "direction", "key"}  # a rule row's description, the same in both runs
 
 
@@ -43,6 +44,8 @@ def recipe_changes(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any,
     cb = (b.get("recipe") or {}).get("config") or {}
     rows = []
     for key in list(ca) + [k for k in cb if k not in ca]:
+        if key in _NOT_RECIPE:
+            continue
         va, vb = ca.get(key), cb.get(key)
         if isinstance(va, dict) and isinstance(vb, dict):
             fa, fb = flatten(va, f"{key}."), flatten(vb, f"{key}.")
