@@ -26,7 +26,8 @@ WRITE_BYTES = 16 << 20  # write slice
 # ---------------------------------------------------------------- .npz files
 
 
-def _read_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+def read_npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran_order, dtype) of the .npy stream `f`, positioned at its magic."""
     version = np.lib.format.read_magic(f)
     if version == (1, 0):
         return np.lib.format.read_array_header_1_0(f)
@@ -50,7 +51,7 @@ def npz_member(path: Path, key: str) -> np.ndarray:
             raise DataError(str(path), f"bad zip local header for {key}.npy")
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         f.seek(info.header_offset + 30 + name_len + extra_len)
-        shape, fortran, dtype = _read_header(f)
+        shape, fortran, dtype = read_npy_header(f)
         if dtype.hasobject:
             raise DataError(str(path), f"{key}.npy holds Python objects; refusing to load")
         offset = f.tell()
@@ -70,7 +71,7 @@ def npz_fields(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
                 if not info.filename.endswith(".npy"):
                     continue
                 with zf.open(info) as f:
-                    shape, _, dtype = _read_header(f)
+                    shape, _, dtype = read_npy_header(f)
                 out[info.filename[:-4]] = (tuple(shape), dtype)
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise DataError(str(path), f"not a readable .npz ({exc})") from None

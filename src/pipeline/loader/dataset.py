@@ -3,12 +3,12 @@
 Uncompressed members are memory-mapped in place at their offset inside the zip (nothing is
 read whole, so a dataset larger than RAM works); compressed shards, as older pipelines wrote
 them, are decompressed whole into the same cache. At most `max_open_shards` shards are open
-(LRU). Self-contained: depends only on the file format and metadata.json, not on the writer.
+(LRU). Reads the format of pipeline.shards from the files and metadata.json alone, so shards
+written by older pipelines (compressed, other writers) load too.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
 import struct
@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError
+from pipeline.io import sha256_file
+from pipeline.shards import read_npy_header
 
 METADATA_NAME = "metadata.json"
 REQUIRED_FIELDS = ("input_ids", "segment_ids")
@@ -42,15 +44,6 @@ class Member:
 # ---------------------------------------------------------------- format
 
 
-def _read_npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(f)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(f)
-    return np.lib.format._read_array_header(f, version)  # 3.0: utf-8 names, no public reader
-
-
 def read_members(path: Path) -> dict[str, Member]:
     """{field: Member} of an .npz, from the zip directory and the .npy headers only."""
     out = {}
@@ -68,11 +61,11 @@ def read_members(path: Path) -> dict[str, Member]:
                         raise ValueError(f"bad zip local header for {info.filename}")
                     name_len, extra_len = struct.unpack("<HH", local[26:30])
                     raw.seek(info.header_offset + _LOCAL_HEADER + name_len + extra_len)
-                    shape, fortran, dtype = _read_npy_header(raw)
+                    shape, fortran, dtype = read_npy_header(raw)
                     offset = raw.tell()
                 else:
                     with zf.open(info) as f:
-                        shape, fortran, dtype = _read_npy_header(f)
+                        shape, fortran, dtype = read_npy_header(f)
                     offset = -1
                 if dtype.hasobject:
                     raise ValueError(f"{info.filename} holds Python objects; refusing to load")
@@ -80,14 +73,6 @@ def read_members(path: Path) -> dict[str, Member]:
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise DataError(str(path), f"not a readable .npz shard ({exc})") from None
     return out
-
-
-def _sha256(path: Path, chunk_bytes: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk_bytes):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
@@ -190,7 +175,7 @@ class ShardedTokenDataset:
             want = entry.get("sha256")
             if want is None:
                 raise DataError(str(path), "metadata.json has no sha256 for it; cannot verify")
-            got = _sha256(path)
+            got = sha256_file(path)
             if got != want:
                 raise DataError(
                     str(path),
