@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,13 +29,24 @@ def lower_part(cfg: LowerConfig, job: tuple[int, str, str]) -> dict:
     index, path, out_dir = job
     if cfg.fail_after_parts >= 0 and index >= cfg.fail_after_parts:
         raise RuntimeError("simulated crash")
+    # test hooks beside the run folder (the config, hence the fingerprint, stays the same):
+    # `crash_at` holds a part index that raises, `slow` seconds to sleep per part, and every
+    # part computed is appended to `lower_parts.txt`
+    hooks = Path(out_dir).parent.parent
+    if (hooks / "crash_at").exists() and index == int((hooks / "crash_at").read_text()):
+        raise RuntimeError(f"simulated crash at part {index}")
+    if (hooks / "slow").exists():
+        time.sleep(float((hooks / "slow").read_text()))
+    with open(hooks / "lower_parts.txt", "a") as f:
+        f.write(f"{index}\n")
     table = read_table(Path(path))
     keep = pc.invert(pc.starts_with(table.column("id"), cfg.drop_prefix))
     kept = table.filter(keep)
     kept = kept.set_column(1, "text", pc.utf8_lower(kept.column("text")))
     write_table(Path(out_dir) / part_name(index), kept)
     dropped = {"prefix": table.num_rows - kept.num_rows}
-    return {"counts": DocCounts(table.num_rows, kept.num_rows, dropped), "pid": os.getpid()}
+    counts = DocCounts(table.num_rows, kept.num_rows, dropped)
+    return {"outputs": [part_name(index)], "counts": counts, "pid": os.getpid()}
 
 
 def run(cfg: LowerConfig, ctx: StageContext) -> StageResult:
@@ -49,6 +61,12 @@ def run(cfg: LowerConfig, ctx: StageContext) -> StageResult:
 
 
 LOWER = Stage("clean", LowerConfig, run, version="test")
+
+
+def computed_parts(run_dir: Path) -> list[int]:
+    """Part indices lower_part computed (in any process), in completion order."""
+    path = Path(run_dir).parent / "lower_parts.txt"
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
 def calls(run_dir: Path) -> int:

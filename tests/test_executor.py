@@ -1,9 +1,11 @@
-"""The executor: results in item order for any worker count; abort stops workers mid-task."""
+"""The executor: results in item order for any worker count; abort stops workers mid-task; the
+`executor:` run key and `--executor` (validation, CLI override, factory)."""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,9 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline import executor
+from pipeline.cli import main
+from pipeline.errors import RecipeError
 from pipeline.executor import Executor
+from pipeline.recipe import build_recipe
+from pipeline.runner import make_executor
 
 
 def _square_after(delay_s: float, x: int) -> int:
@@ -108,3 +115,45 @@ def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):
     proc.wait()
     thread.join(10)
     assert exits == [1]
+
+
+DOWNLOAD = {"download": {"source": "toy", "max_docs": 10}}
+
+
+def test_default_is_the_local_pool():
+    recipe = build_recipe({**DOWNLOAD, "workers": 3})
+    assert recipe.run.executor.kind == "local"
+    with make_executor(recipe.run) as ex:
+        assert isinstance(ex, Executor) and ex.workers == 3
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"kind": "spark"}, "executor.kind: got 'spark', expected one of 'local', 'ray'"),
+        ({"address": "auto"}, "executor.address: only applies to kind: ray"),
+        ({"kind": "ray", "max_retries": -1}, "executor.max_retries: must be in [0, inf)"),
+        ({"kind": "ray", "adress": "auto"}, "executor.adress: unknown key (did you mean"),
+    ],
+)
+def test_bad_executor_block_names_the_key(block, message):
+    with pytest.raises(RecipeError, match=re.escape(message)):
+        build_recipe({**DOWNLOAD, "executor": block})
+
+
+def test_cli_flag_sets_the_kind(tmp_path, capsys):
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({**DOWNLOAD, "executor": {"address": None}}))
+    assert main(["show", "--config", str(path), "--executor", "ray"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["executor"] == {
+        "kind": "ray",
+        "address": None,
+        "max_retries": 3,
+        "max_in_flight": None,
+    }
+
+
+def test_object_store_out_dir_is_refused():
+    with pytest.raises(RecipeError, match="out_dir: got 's3://b/run': the run folder must be"):
+        build_recipe({**DOWNLOAD, "out_dir": "s3://b/run"})

@@ -161,7 +161,7 @@ def test_crash_leaves_no_partial_output_and_rerun_matches(tmp_path):
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_recipe(crash, progress=False)
     run_dir = tmp_path / "run"
-    assert not (run_dir / "clean").exists() and not (run_dir / ".tmp-clean").exists()
+    assert not (run_dir / "clean").exists()  # the temp folder is kept for resume (test_resume)
     assert "clean" not in Manifest.load(run_dir).stages
     # report.html shows what finished: the download section, no clean section
     page = (run_dir / "report.html").read_text(encoding="utf-8")

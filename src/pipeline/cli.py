@@ -32,6 +32,11 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out-dir", help="run folder (overrides out_dir)")
     p.add_argument("--workers", type=int, help="local worker processes (overrides workers)")
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="where per-part work runs (overrides executor.kind); ray: see docs/scale.md",
+    )
     p.add_argument("--source", help="shorthand for --set download.source=...")
     p.add_argument("--jsonl", help="shorthand for --set download.path=... (with --source jsonl)")
 
@@ -148,6 +153,8 @@ def _load(args: argparse.Namespace):
         overrides.append(f"out_dir={args.out_dir}")
     if args.workers is not None:
         overrides.append(f"workers={args.workers}")
+    if args.executor is not None:
+        overrides.append(f"executor.kind={args.executor}")
     return load_recipe(args.config, overrides)
 
 

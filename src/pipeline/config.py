@@ -44,6 +44,19 @@ def input_path(default: Any = None) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExecutorConfig:
+    kind: Literal["local", "ray"] = "local"  # local process pool, or Ray tasks (the `ray` extra)
+    # ray: null = a private local Ray of `workers` CPUs; auto = the running cluster; ray://h:port
+    address: str | None = None
+    max_retries: int = bounded(3, ge=0)  # ray: re-runs of a task whose worker died or hit OSError
+    max_in_flight: int | None = bounded(None, ge=1)  # ray: tasks submitted at once; null = 2 x CPUs
+
+    def validate(self, path: str) -> None:
+        if self.kind == "local" and self.address is not None:
+            raise RecipeError(f"{path}.address", "only applies to kind: ray (set kind: ray)")
+
+
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
     RECIPE_SECTION: ClassVar[str] = ""  # run keys sit at the top level of a recipe
 
@@ -51,6 +64,15 @@ class RunConfig:
     seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
     out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
     workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # where per-part work runs
+
+    def validate(self, path: str) -> None:
+        if "://" in self.out_dir:  # parts are committed by rename, which object stores lack
+            raise RecipeError(
+                "out_dir",
+                f"got {self.out_dir!r}: the run folder must be a filesystem path (for Ray, one "
+                "every node mounts, e.g. NFS or a FUSE mount of the bucket)",
+            )
 
 
 _FROM_CONFIG = object()

@@ -11,7 +11,7 @@ import dataclasses
 import inspect
 import re
 
-from pipeline.recipe import RunConfig
+from pipeline.config import ExecutorConfig, RunConfig
 from pipeline.stages import STAGES
 
 _FIELD = re.compile(r"^\s+(\w+):\s*[^#=]+=[^#]*?(?:#\s*(.+))?$")
@@ -77,6 +77,10 @@ def generate() -> str:
         "## Run keys (top level)",
         "",
         *table(RunConfig),
+        "",
+        "### `executor:` (a run key: where per-part work runs; see docs/scale.md)",
+        "",
+        *table(ExecutorConfig),
         "",
     ]
     for name, stage in STAGES.items():

@@ -17,19 +17,25 @@ class RecipeError(PipelineError):
     """A recipe key is unknown, mistyped or out of range."""
 
     def __init__(self, path: str, message: str, suggestion: str | None = None):
-        self.path = path
+        self.path, self._args = path, (path, message, suggestion)
         text = f"{path}: {message}" if path else message
         if suggestion:
             text += f" (did you mean '{suggestion}'?)"
         super().__init__(text)
+
+    def __reduce__(self):  # picklable with its own arguments: it crosses process boundaries
+        return type(self), self._args
 
 
 class DataError(PipelineError):
     """An input file or artifact is unreadable or inconsistent."""
 
     def __init__(self, where: str, message: str):
-        self.where = where
+        self.where, self._args = where, (where, message)
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):  # a worker's DataError reaches the driver intact
+        return type(self), self._args
 
 
 _REPR = reprlib.Repr()

@@ -1,7 +1,10 @@
-"""Run a function over work items (usually Parquet parts), inline or in a local process pool.
+"""Run a function over work items (usually Parquet parts): inline, in a local process pool, or
+as Ray tasks (pipeline.ray_executor, `executor: {kind: ray}`).
 
-Results come back in item order whatever the worker count, so a stage whose part i depends only
-on part i, its config and its seed writes the same bytes for any `workers`.
+Results come back in item order whatever the worker count or executor, so a stage whose part i
+depends only on part i, its config and its seed writes the same bytes for any `workers`.
+While the runner has attached a PartLedger (pipeline.resume), tasks that write part files are
+recorded as they finish and a re-run after a crash returns their recorded results instead.
 """
 
 from __future__ import annotations
@@ -14,33 +17,75 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.progress import Progress
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class Executor:
-    """`map(fn, items)`: fn must be picklable (a module-level function or a functools.partial)."""
+class BaseExecutor:
+    """`map(fn, items, desc)`: fn must be picklable (a module-level function or a partial)."""
+
+    workers: int = 1
+    progress: bool = False
+    ledger: Any = None  # a pipeline.resume.PartLedger, set by the runner while a stage runs
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str = "") -> list[R]:
+        items = list(items)
+        name = desc or getattr(fn, "__name__", "work")
+        bar = Progress(len(items), name, enabled=self.progress, unit="parts")
+        ledger = self.ledger
+        if ledger is None:
+            results = self._map(fn, items, bar)
+        else:
+            keys = ledger.keys(name, len(items))
+            results, todo = ledger.recorded(keys)
+            bar.update(len(items) - len(todo))
+            done = self._map(ledger.wrap(fn), [(keys[i], items[i]) for i in todo], bar)
+            for i, r in zip(todo, done, strict=True):
+                results[i] = r
+        bar.close()
+        return results
+
+    def _map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
+        raise NotImplementedError
+
+    def check_shared(self, run_dir: Path) -> None:
+        """Fail early if workers cannot see `run_dir` (only remote workers can fail this)."""
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def __enter__(self) -> BaseExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Executor(BaseExecutor):
+    """The local executor: inline for one worker, else a forkserver process pool."""
 
     def __init__(self, workers: int = 1, progress: bool = False):
         self.workers = max(1, int(workers))
         self.progress = progress
         self._pool: ProcessPoolExecutor | None = None
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str = "") -> list[R]:
-        items = list(items)
-        bar = Progress(
-            len(items), desc or getattr(fn, "__name__", "work"), enabled=self.progress, unit="parts"
-        )
+    def _map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
         if self.workers == 1 or len(items) <= 1:
             out = []
             for item in items:
                 out.append(fn(item))
                 bar.update(1)
-            bar.close()
             return out
         pool = self._get_pool()
         futures = [pool.submit(fn, item) for item in items]
@@ -48,7 +93,6 @@ class Executor:
         for fut in futures:  # in submission order: deterministic
             results.append(fut.result())
             bar.update(1)
-        bar.close()
         return results
 
     def _get_pool(self) -> ProcessPoolExecutor:
@@ -79,12 +123,6 @@ class Executor:
         for proc in processes:
             proc.join(timeout=10)
         self._pool = None
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 WATCH_S = 1.0  # how often a worker checks that the process that started it is still alive

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tempfile
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -118,14 +119,25 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
 
 
+def temp_path(path: Path) -> Path:
+    """A temp name beside `path`, unique per writer: two attempts of one task (a retry, a
+    straggler of a killed run) never write into the same temp file; the last rename wins."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+
+
 def save_npy(path: Path, arr: np.ndarray) -> None:
     """np.save atomically (temp + rename); the bytes depend only on dtype, shape and data."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temp_path(path)
     crash_point(f"before writing {path.name}")
-    with open(tmp, "wb") as f:
-        np.save(f, arr, allow_pickle=False)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, arr, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
@@ -144,10 +156,14 @@ def write_table(path: Path, table: pa.Table) -> None:
     """Write a Parquet table atomically; deterministic bytes for the same table."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temp_path(path)
     crash_point(f"before writing {path.name}")
-    pq.write_table(table, tmp, **PARQUET_KW)
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp, **PARQUET_KW)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa.Array) -> pa.Table:

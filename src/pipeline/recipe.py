@@ -1,10 +1,10 @@
 """Recipes: YAML (safe_load) into frozen, typed config dataclasses, validated in full up front.
 
-A recipe is a mapping of run keys (name, seed, out_dir, workers) and one block per stage. A stage
-block that is present (even empty or null) enables the stage; `stage: false` disables it. Every
-error names the key's path, the value given and what is expected, and suggests the closest key.
-Each enabled stage's `needs` are checked here, before anything runs. The typed conversion itself
-lives in config.py.
+A recipe is a mapping of run keys (name, seed, out_dir, workers, executor) and one block per
+stage. A stage block that is present (even empty or null) enables the stage; `stage: false`
+disables it. Every error names the key's path, the value given and what is expected, and
+suggests the closest key. Each enabled stage's `needs` are checked here, before anything runs.
+The typed conversion itself lives in config.py.
 """
 
 from __future__ import annotations

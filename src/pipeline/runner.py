@@ -6,7 +6,9 @@ outputs are intact is skipped. Otherwise it runs into `<run>/.tmp-<stage>/`, and
 makes the result visible: rename into place, then one atomic manifest write holding the
 outputs and the report section (the commit point), then the report is rebuilt from the
 manifest. A run killed at any instant leaves the old or the new state of each stage; re-run, it
-ends with the same bytes (docs/overview.md, "After a crash").
+ends with the same bytes (docs/overview.md, "After a crash"). A stage's temp folder survives a
+crash: parts finished in it are recorded (pipeline.resume) and a re-run with the same
+fingerprint redoes only the unfinished ones.
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.config import config_hash
+from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
-from pipeline.executor import Executor
+from pipeline.executor import BaseExecutor, Executor
 from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
 from pipeline.io import crash_point, iter_files, num_records, sha256_file
 from pipeline.manifest import Manifest
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
 from pipeline.report_html import write_html
+from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
 
@@ -162,11 +165,13 @@ def run_recipe(
         items = plan(recipe, manifest, start, until, only, force)
         sync_report(manifest)  # a report lost or damaged by a crash is rebuilt, nothing re-runs
         try:
-            with Executor(recipe.run.workers, progress=progress) as executor:
+            with make_executor(recipe.run, progress=progress) as executor:
+                if any(item.action == "run" for item in items):
+                    executor.check_shared(run_dir)
                 upstream: str | None = None
                 for item in items:
                     if item.action == "run":
-                        _run_stage(recipe, manifest, item, upstream, executor, progress)
+                        _run_stage(recipe, manifest, item, upstream, executor, progress, force)
                     elif item.action == "skip":
                         log.info("[%s] skipped: %s", item.name, item.why)
                     if item.action != "off":
@@ -223,9 +228,13 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def sweep_temps(run_dir: Path) -> list[str]:
     """Remove what killed runs left in the run folder: stage temp folders (`.tmp-<stage>`),
     replaced outputs (`.old-<stage>`) and temp files of atomic writes (`.<name>.*.tmp`). The
-    run-folder lock makes sure none belongs to a live run. Returns the names removed."""
+    run-folder lock makes sure none belongs to a live run. A stage temp folder with a resume
+    record stays: its stage resumes from it (PartLedger.open checks the fingerprint and removes
+    what no finished part claims). Returns the names removed."""
     removed = []
     for p in sorted(run_dir.iterdir()):
+        if p.name.startswith(".tmp-") and (p / RESUME_DIR / STAGE_FILE).is_file():
+            continue
         if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
         elif p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file():
@@ -243,8 +252,9 @@ def _run_stage(
     manifest: Manifest,
     item: PlanItem,
     upstream: str | None,
-    executor: Executor,
+    executor: BaseExecutor,
     progress: bool,
+    force: bool = False,
 ) -> None:
     name, run_dir = item.name, manifest.run_dir
     stage, cfg = STAGES[name], recipe.stages[name]
@@ -254,9 +264,8 @@ def _run_stage(
             f"and `pipeline inspect {run_dir} --stage {upstream}` for why"
         )
     tmp = run_dir / f".tmp-{name}"
-    shutil.rmtree(tmp, ignore_errors=True)  # leftovers of an interrupted run
     crash_point(f"{name}: before mkdir {tmp.name}")
-    tmp.mkdir(parents=True)
+    ledger = _open_ledger(tmp, item.fingerprint, force, name)
     ctx = StageContext(
         name=name,
         run_dir=run_dir,
@@ -270,12 +279,18 @@ def _run_stage(
     )
     log.info("[%s] running (%s)", name, item.why)
     t0 = time.perf_counter()
+    executor.ledger = ledger
     try:
         result = stage.run(cfg, ctx)
     except BaseException:
         executor.abort()  # workers may still be writing into tmp
-        shutil.rmtree(tmp, ignore_errors=True)
+        log.info("[%s] kept %s: a re-run resumes from its finished parts", name, tmp)
         raise
+    finally:
+        executor.ledger = None
+    ledger.close()
+    if ledger.reused:  # the log only: the manifest and report equal an uninterrupted run's
+        log.info("[%s] %d tasks resumed from a crashed run", name, ledger.reused)
     seconds = time.perf_counter() - t0
     outputs = _describe_outputs(name, tmp, result.outputs)
     stats = result.all_stats()
@@ -306,10 +321,29 @@ def _run_stage(
 
 
 def recorded_recipe(recipe: Recipe) -> dict:
-    """The recipe as the report records it: every default filled in, less out_dir and workers
-    (where a run goes and how many processes it uses never change its bytes, so a run folder
-    moved or re-run with more workers keeps the same manifest)."""
-    return {k: v for k, v in recipe.to_dict().items() if k not in ("out_dir", "workers")}
+    """The recipe as the report records it: every default filled in, less out_dir, workers and
+    executor (where a run goes and what runs its parts never change its bytes, so a run folder
+    moved or re-run with more workers or on Ray keeps the same manifest)."""
+    skip = ("out_dir", "workers", "executor")
+    return {k: v for k, v in recipe.to_dict().items() if k not in skip}
+
+
+def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:
+    """The executor a recipe's run keys ask for; Ray is imported only when asked for."""
+    if run.executor.kind == "ray":
+        from pipeline.ray_executor import RayExecutor
+
+        return RayExecutor(run.executor, run.workers, progress)
+    return Executor(run.workers, progress)
+
+
+def _open_ledger(tmp: Path, fingerprint: str, force: bool, name: str) -> PartLedger:
+    """The stage's temp folder, keeping the parts a crashed run of the same fingerprint
+    finished (not under --force: that starts from nothing)."""
+    ledger = PartLedger.open(tmp, fingerprint, fresh=force)
+    if len(ledger):
+        log.info("[%s] resuming: %d finished tasks recorded in %s", name, len(ledger), tmp)
+    return ledger
 
 
 def _commit(

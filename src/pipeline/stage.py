@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.errors import DataError
-from pipeline.executor import Executor
+from pipeline.executor import BaseExecutor
 
 
 @dataclass
@@ -114,7 +114,7 @@ class StageContext:
     seed: int  # this stage's seed (Stage.seed_scope says whose)
     inputs: dict[str, StageInputs]  # the nearest upstream stage, `needs` and enabled `uses`
     upstream: str | None  # the nearest enabled earlier stage: where document parts come from
-    executor: Executor
+    executor: BaseExecutor
     progress: bool = True
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("pipeline"))
 

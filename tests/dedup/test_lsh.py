@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.dedup.lsh import band_edges, fp_fn_areas, optimal_bands, s_curve
+from pipeline.dedup.lsh import (
+    band_edges,
+    band_file_task,
+    band_keys,
+    candidate_signatures,
+    fp_fn_areas,
+    optimal_bands,
+    s_curve,
+    sig_name,
+)
+from pipeline.io import save_npy
 
 
 def test_s_curve_values():
@@ -39,3 +49,23 @@ def test_band_edges_star_per_bucket():
     """Buckets {0,2,5} and {1,4}: edges link each member to its bucket's lowest index."""
     keys = np.array([5, 3, 5, 7, 3, 5, 9], np.uint64)
     assert sorted(map(tuple, band_edges(keys).tolist())) == [(0, 2), (0, 5), (1, 4)]
+
+
+def test_band_tasks_over_part_files_match_global_banding(tmp_path):
+    rng = np.random.default_rng(5)
+    sig = rng.integers(0, 4, size=(300, 12), dtype=np.uint32)  # tiny alphabet: many buckets
+    eligible = rng.random(300) > 0.2
+    sizes = [100, 0, 120, 80]  # an empty part too
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    for i in range(len(sizes)):
+        save_npy(tmp_path / sig_name(i), np.ascontiguousarray(sig[offsets[i] : offsets[i + 1]].T))
+    save_npy(tmp_path / "eligible.npy", eligible)
+    mult = rng.integers(0, 2**64, size=3, dtype=np.uint64) | np.uint64(1)
+    cand = np.flatnonzero(eligible)
+    for band in range(4):
+        got = band_file_task(band, str(tmp_path), len(sizes), 3, mult)
+        keys = band_keys(sig, cand, range(band * 3, band * 3 + 3), mult)
+        want = cand[band_edges(keys)]
+        assert len(want) > 0 and np.array_equal(got, want)
+    docs = np.array([0, 5, 101, 250, 299])
+    assert np.array_equal(candidate_signatures(tmp_path, offsets, docs), sig[docs])

@@ -9,6 +9,7 @@ to its first member (a star), and return the edges.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -101,3 +102,54 @@ def band_edges(keys: np.ndarray) -> np.ndarray:
 def band_task(keys: np.ndarray) -> np.ndarray:
     """Executor task: one band's keys uint64 [n] -> its star edges int64 [E, 2]."""
     return band_edges(keys)
+
+
+# ---------------------------------------------------------------- signatures in part files
+
+
+def sig_name(index: int) -> str:
+    """File of part `index`'s signatures, transposed: uint32 [num_perm, docs of the part]."""
+    return f"part-{index:05d}.sigT.npy"
+
+
+def band_file_task(
+    band: int, sketch_dir: str, num_parts: int, rows: int, mult: np.ndarray
+) -> np.ndarray:
+    """Executor task for one LSH band: read the band's `rows` signature rows from every part's
+    file (contiguous in the transposed layout), keep the eligible documents (`eligible.npy`, in
+    global order) and return the band's star edges as global indices int64 [E, 2].
+
+    Memory ~(4 * rows + 25) bytes per eligible document; the driver sends a band number and
+    gets edges back, so signatures never pass through it.
+    """
+    folder = Path(sketch_dir)
+    eligible = np.load(folder / "eligible.npy", allow_pickle=False)
+    cand = np.flatnonzero(eligible)
+    cols = slice(band * rows, (band + 1) * rows)
+    blocks, lo = [], 0
+    for i in range(num_parts):
+        sig_t = np.load(folder / sig_name(i), mmap_mode="r", allow_pickle=False)
+        hi = lo + sig_t.shape[1]
+        keep = eligible[lo:hi]
+        blocks.append(np.asarray(sig_t[cols])[:, keep])
+        lo = hi
+    del eligible
+    band_cols = np.concatenate(blocks, axis=1) if blocks else np.zeros((rows, 0), np.uint32)
+    del blocks
+    keys = band_keys(band_cols.T, None, range(rows), mult)
+    del band_cols
+    return cand[band_edges(keys)]
+
+
+def candidate_signatures(sketch_dir: Path, offsets: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """uint32 [len(docs), num_perm]: full signatures of the given (sorted) global documents,
+    read from the part files; O(candidates) memory."""
+    part_of = np.searchsorted(offsets, docs, side="right") - 1
+    out = None
+    for i in np.unique(part_of).tolist():
+        sig_t = np.load(Path(sketch_dir) / sig_name(i), mmap_mode="r", allow_pickle=False)
+        if out is None:
+            out = np.empty((len(docs), sig_t.shape[0]), np.uint32)
+        sel = np.flatnonzero(part_of == i)
+        out[sel] = np.asarray(sig_t[:, docs[sel] - offsets[i]]).T
+    return out if out is not None else np.zeros((0, 0), np.uint32)

@@ -1,14 +1,17 @@
 """dedup: drop exact duplicates (xxh3-128 of whitespace-normalised text, hash set or Bloom filter)
 and near duplicates (MinHash of word n-grams, LSH bands, verified Jaccard, union-find clusters).
 
-Map over parts to compact arrays (hash keys, signatures, lengths) gathered into a DedupState,
-reduce once in this process (band tasks give edges, only edges meet), then map again to write
-kept and rejected parts. The algorithms live in pipeline.dedup; this module is the shell.
+Map over parts to compact arrays (hash keys, lengths) gathered into a DedupState, and signature
+files (one per part, in the stage's temp folder, band-major so a band is one contiguous read);
+one task per LSH band reads its band from every part's file and returns its edges, so
+signatures never reach the driver; the driver reduces edges and keys once, then a second map
+writes kept and rejected parts. The algorithms live in pipeline.dedup; this module is the shell.
 """
 
 from __future__ import annotations
 
 import functools
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,11 +23,17 @@ import pyarrow.parquet as pq
 from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
 from pipeline.dedup import cluster as cl
 from pipeline.dedup import exact
-from pipeline.dedup.lsh import band_task, optimal_bands, s_curve
+from pipeline.dedup.lsh import (
+    band_file_task,
+    candidate_signatures,
+    optimal_bands,
+    s_curve,
+    sig_name,
+)
 from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
 from pipeline.dedup.unionfind import components
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import read_table, write_kept_and_rejected
+from pipeline.io import read_table, save_npy, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
@@ -32,6 +41,10 @@ CURVE_POINTS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 EXAMPLE_DOCS = 5  # documents shown per example cluster
 EXAMPLE_CHARS = 100
 BATCH_CHARS = 1 << 19  # characters hashed per numpy batch at most (besides batch_docs)
+SKETCH_DIR = ".sketch"  # per-part signature files inside the stage's temp folder
+# driver bytes per document at most: keys 16 + score 4 + flags 3 + the exact sort's 41
+# (order 8, sorted column 8, flags 1, first 8, result 8, run ids 8), whatever num_perm is
+STATE_BUDGET = 64
 
 
 @dataclass(frozen=True)
@@ -90,8 +103,13 @@ def _batches(texts: list[str], max_docs: int) -> list[tuple[int, int]]:
     return out
 
 
-def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
-    """Read one part; return its per-document arrays (no text leaves this function)."""
+def _sketch_part(
+    item: tuple[int, Path], cfg: DedupConfig, seed: int, sketch_dir: str
+) -> dict[str, Any]:
+    """Read one part; return its small per-document arrays and write its MinHash signatures,
+    transposed (uint32 [num_perm, n]: a band's rows are contiguous), to `sketch_dir`. No text
+    and no signature leaves this function."""
+    index, path = item
     columns = ["text"] + (["quality"] if cfg.keep == "quality" else [])
     names = pq.ParquetFile(path).schema_arrow.names
     for col in columns:
@@ -115,11 +133,13 @@ def _sketch_part(path: Path, cfg: DedupConfig, seed: int) -> dict[str, Any]:
             minhash_texts(texts[lo:hi], cfg.num_perm, cfg.ngram, seed)
             for lo, hi in _batches(texts, cfg.batch_docs)
         ]
-        out["sig"] = np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint32)
+        sig = np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint32)
+        out["empty"] = cl.no_shingles(sig)
+        save_npy(Path(sketch_dir) / sig_name(index), np.ascontiguousarray(sig.T))
     return out
 
 
-ARRAYS = ("length", "quality", "keys", "sig")  # DedupState's per-document arrays
+ARRAYS = ("length", "quality", "keys", "empty")  # DedupState's per-document arrays
 
 
 @dataclass
@@ -132,7 +152,8 @@ class DedupState:
     length: np.ndarray | None = None  # int32 [n] characters (keep: longest)
     quality: np.ndarray | None = None  # float32 [n] score, NaN -> -inf (keep: quality)
     keys: np.ndarray | None = None  # uint64 [n, 2] exact keys (exact != off)
-    sig: np.ndarray | None = None  # uint32 [n, num_perm] MinHash signatures (near)
+    empty: np.ndarray | None = None  # bool [n] no shingle, never a near-dup (near)
+    sketch_dir: Path | None = None  # the parts' signature files (near), in the stage temp folder
 
     @property
     def n(self) -> int:
@@ -155,11 +176,14 @@ def _gather(cfg: DedupConfig, ctx: StageContext, seed: int) -> DedupState:
     if cfg.exact != "off":
         state.keys = np.zeros((n, 2), np.uint64)
     if cfg.near:
-        state.sig = np.zeros((n, cfg.num_perm), np.uint32)
-    fn = functools.partial(_sketch_part, cfg=cfg, seed=seed)
-    wave = max(1, ctx.executor.workers)
-    for w in range(0, len(ctx.input_parts), wave):
-        results = ctx.executor.map(fn, ctx.input_parts[w : w + wave], desc="dedup: hash")
+        state.empty = np.zeros(n, bool)
+    state.sketch_dir = ctx.out_dir / SKETCH_DIR
+    state.sketch_dir.mkdir(parents=True, exist_ok=True)
+    fn = functools.partial(_sketch_part, cfg=cfg, seed=seed, sketch_dir=str(state.sketch_dir))
+    items = list(enumerate(ctx.input_parts))
+    wave = max(1, 2 * ctx.executor.workers)  # results held at once: keys of `wave` parts
+    for w in range(0, len(items), wave):
+        results = ctx.executor.map(fn, items[w : w + wave], desc="dedup: hash")
         for i, res in enumerate(results, start=w):
             lo, hi = offsets[i], offsets[i + 1]
             if res["num_docs"] != hi - lo:
@@ -193,38 +217,49 @@ class _NearDuplicates:
 def _near(
     cfg: DedupConfig, ctx: StageContext, state: DedupState, is_exact: np.ndarray
 ) -> _NearDuplicates:
-    """Verified near-duplicate edges via LSH band tasks."""
-    sig, n = state.sig, state.n
+    """Verified near-duplicate edges via one task per LSH band over the signature files."""
+    n, empty, sketch = state.n, state.empty, state.sketch_dir
     bands, rows = cfg.bands_rows()
-    empty = cl.no_shingles(sig)  # no shingle: never a near-dup
     stats: dict[str, Any] = {
         **setting(cfg, "bands", value=bands),
         **setting(cfg, "rows", value=rows),
         "s_curve": {f"{s:g}": round(float(s_curve(s, bands, rows)), 4) for s in CURVE_POINTS},
         "docs_without_shingles": int(empty.sum()),
     }
-    eligible = ~is_exact & ~empty
-    cand = None if eligible.all() else np.flatnonzero(eligible).astype(np.int32)
-    num_cand = n if cand is None else len(cand)
+    eligible = ~is_exact & ~empty  # no shingle: never a near-dup
+    save_npy(sketch / "eligible.npy", eligible)
     mult = np.random.default_rng([state.seed, 0x6C7368]).integers(
         0, 2**64, size=rows, dtype=np.uint64
     ) | np.uint64(1)
-    group = min(2, max(1, ctx.executor.workers))  # bands in flight: 8 bytes/doc each
-    edge_lists = []
-    for keys in cl.band_key_groups(sig, cand, bands, rows, mult, group):
-        for e in ctx.executor.map(band_task, keys, desc="dedup: bands"):
-            edge_lists.append(e if cand is None else cand[e].astype(np.int64))
+    fn = functools.partial(
+        band_file_task, sketch_dir=str(sketch), num_parts=len(ctx.input_parts), rows=rows, mult=mult
+    )
+    edge_lists = ctx.executor.map(fn, list(range(bands)), desc="dedup: bands")
     pairs = cl.unique_pairs(edge_lists, n)
+    del edge_lists
     if cfg.verify == "exact":
         sets = _candidate_sets(cfg, ctx, state, np.unique(pairs))
         ok = exact_jaccard(sets, pairs) >= cfg.threshold - 1e-12
     else:
-        ok = cl.verify(sig, pairs, cfg.threshold)
+        docs = np.unique(pairs)
+        sig = candidate_signatures(sketch, state.offsets, docs)
+        ok = cl.verify(sig, np.searchsorted(docs, pairs), cfg.threshold)
     stats.update(setting(cfg, "verify"))
-    stats.update({"candidate_pairs": len(pairs), "verified_pairs": int(ok.sum())})
-    base = 4 * cfg.num_perm + 4 * (state.length is not None or state.quality is not None) + 1
-    peak = n * base + num_cand * 4 + num_cand * (8 * group + 17)
-    return _NearDuplicates(pairs[ok], stats, peak)
+    stats.update(
+        {
+            "candidate_pairs": len(pairs),
+            "verified_pairs": int(ok.sum()),
+            "band_task_docs": int(eligible.sum()),
+        }
+    )
+    # driver: exact flags + eligible + empty (3 B) besides the held keys/scores; the candidate
+    # index the band tasks need lives in a file; pairs are O(candidates), not per document
+    base = (
+        16 * (cfg.exact == "hash_set")
+        + 4 * (state.length is not None or state.quality is not None)
+        + 3
+    )
+    return _NearDuplicates(pairs[ok], stats, n * base + 16 * len(pairs))
 
 
 def _sets_part(item: tuple[Path, np.ndarray], ngram: int, seed: int) -> list[np.ndarray]:
@@ -322,8 +357,8 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     stats.update(ex.stats)
     if "bloom_fp_target" in ex.stats:  # the core echoes the rate it was given
         stats["bloom_fp_target_key"] = recipe_key(cfg, "bloom_fp_rate")
-    peak += ex.extra_bytes  # sort temporaries or the Bloom filter, beside signatures and keys
-    edges = ex.edges
+    peak += ex.extra_bytes  # sort temporaries or the Bloom filter, beside the keys
+    edges, pairs = ex.edges, 0
     if cfg.near:
         for name in ("threshold", "num_perm", "ngram"):
             stats.update(setting(cfg, name))
@@ -332,7 +367,8 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         stats.update(near.stats)
         peak = max(peak, near.peak_bytes)
         edges = np.concatenate([edges, near.edges])
-        state.sig = None
+        pairs = near.stats["candidate_pairs"]
+    shutil.rmtree(state.sketch_dir, ignore_errors=True)  # temp signatures: not stage outputs
     labels = components(n, edges)
     score = state.length if state.length is not None else state.quality
     decision = cl.choose_keepers(labels, ex.dup, score)
@@ -344,7 +380,8 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(cl.cluster_stats(hist, ids, sizes, [e for r in results for e in r["examples"]]))
     stats["state_bytes_per_doc_peak"] = round(peak / max(n, 1), 1)
-    stats["state_bytes_per_doc_budget"] = 4 * cfg.num_perm + 64
+    # + 16 B per candidate pair (held while verifying): O(duplicates), not per document
+    stats["state_bytes_per_doc_budget"] = round(STATE_BUDGET + 16 * pairs / max(n, 1), 1)
     outputs = [o for r in results for o in r["outputs"]]
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 

@@ -9,6 +9,7 @@ writes: AutoTokenizer.from_pretrained loads it) and `meta.json`. Empty documents
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
 from pipeline.tokenizer.train import train_bpe
+from pipeline.tokenizer.wordcounts import load_counts, save_counts, tree_reduce
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
 HF_TOKENIZER_DIR = "hf_tokenizer"  # AutoTokenizer.from_pretrained(<run>/tokenize/hf_tokenizer)
@@ -139,6 +141,16 @@ def part_word_counts(
     return count_words(chosen, compile_pattern(), special_splitter(specials))
 
 
+def part_word_counts_file(
+    item: tuple[int, str, int], folder: str, seed: int, fraction: float, specials: tuple[str, ...]
+) -> str:
+    """Executor task: one part's piece counts written to `folder`; returns the file's path."""
+    index, path, quota = item
+    out = Path(folder) / f"level0-{index:05d}.parquet"
+    save_counts(out, part_word_counts((path, quota), seed, fraction, specials))
+    return str(out)
+
+
 @lru_cache(maxsize=2)
 def _load_tokenizer(path: str, sha256: str) -> Tokenizer:
     return hf.load(Path(path))  # sha256 in the key: a new file at the same path reloads
@@ -229,11 +241,20 @@ def _train(
         desc="tokenize: sizes",
     )
     quotas = train_quota(sizes, cfg.max_train_docs, cfg.max_train_bytes)
-    items = [(str(p), q) for p, q in zip(parts, quotas, strict=False)]
-    fn = partial(part_word_counts, seed=ctx.seed, fraction=cfg.heldout_fraction, specials=specials)
-    counts: Counter[str] = Counter()
-    for c in ctx.executor.map(fn, items, desc="tokenize: count words"):
-        counts.update(c)
+    # per-part counts go to files and are merged by a tree of tasks (wordcounts.tree_reduce)
+    items = [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))]
+    folder = ctx.out_dir / ".wordcounts"
+    fn = partial(
+        part_word_counts_file,
+        folder=str(folder),
+        seed=ctx.seed,
+        fraction=cfg.heldout_fraction,
+        specials=specials,
+    )
+    files = ctx.executor.map(fn, items, desc="tokenize: count words")
+    final = tree_reduce(ctx.executor, files, folder, "tokenize: merge counts")
+    counts = load_counts(Path(final)) if final else {}
+    shutil.rmtree(folder, ignore_errors=True)
     t1 = time.perf_counter()
     num_merges = cfg.vocab_size - 256 - len(specials)
     res = train_bpe(counts, num_merges, cfg.min_frequency, cfg.max_word_bytes)

@@ -1,0 +1,69 @@
+"""Word (piece) counts as Parquet files, merged by a tree reduce of executor tasks.
+
+Each part's {piece: count} table is written by its own task; tasks then merge `fan_in` files
+at a time (pyarrow group-by, no Python dict) until one file is left, which the driver reads
+for BPE training. The driver never holds a list of per-part tables: it holds file names and,
+at the end, the one merged table the merge loop needs anyway. Sums are exact integers and BPE
+sorts its words, so the result is the same for any grouping, worker count or executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.executor import BaseExecutor
+from pipeline.io import PARQUET_KW, temp_path
+
+SCHEMA = pa.schema([("piece", pa.binary()), ("count", pa.int64())])
+FAN_IN = 8  # files merged per task: memory of a merge task ~ FAN_IN tables
+
+
+def save_counts(path: Path, counts: Mapping[str, int]) -> None:
+    """{piece: count} -> Parquet (pieces as UTF-8 bytes, lone surrogates kept)."""
+    pieces = [p.encode("utf-8", "surrogatepass") for p in counts]
+    table = pa.table({"piece": pa.array(pieces, pa.binary()), "count": list(counts.values())})
+    _write(path, table.cast(SCHEMA))
+
+
+def load_counts(path: Path) -> dict[str, int]:
+    table = pq.read_table(path)
+    pieces = table.column("piece").to_pylist()
+    counts = table.column("count").to_pylist()
+    return {p.decode("utf-8", "surrogatepass"): c for p, c in zip(pieces, counts, strict=True)}
+
+
+def merge_files(job: tuple[str, list[str]]) -> str:
+    """Executor task: sum the counts of `paths` into `out` (inputs stay: a retry re-reads)."""
+    out, paths = job
+    table = pa.concat_tables([pq.read_table(p) for p in paths])
+    merged = table.group_by("piece").aggregate([("count", "sum")])
+    merged = merged.rename_columns(["piece", "count"]).select(["piece", "count"])
+    _write(Path(out), merged.cast(SCHEMA))
+    return out
+
+
+def tree_reduce(executor: BaseExecutor, paths: list[str], folder: Path, desc: str) -> str | None:
+    """Merge count files level by level, `FAN_IN` per task; returns the last file (or None)."""
+    level = 0
+    while len(paths) > 1:
+        level += 1
+        jobs = [
+            (str(folder / f"level{level}-{j:05d}.parquet"), paths[i : i + FAN_IN])
+            for j, i in enumerate(range(0, len(paths), FAN_IN))
+        ]
+        merged = executor.map(merge_files, jobs, desc=f"{desc} (level {level})")
+        for p in paths:  # this level is consumed: disk stays ~2 levels of count files
+            Path(p).unlink(missing_ok=True)
+        paths = merged
+    return paths[0] if paths else None
+
+
+def _write(path: Path, table: pa.Table) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    pq.write_table(table, tmp, **PARQUET_KW)
+    tmp.replace(path)
