@@ -17,7 +17,7 @@ from pipeline.report_svg import KEPT, SECOND, bars, esc, figure, fmt, table
 COMPARE_NAME = "compare.html"
 # nested entries that are lists of examples or per-bin counts, not a statistic to compare
 _SKIP = {"histograms", "example_clusters", "decile_examples", "first_merges", "malformed_examples"}
-_NOT_RECIPE = {"out_dir", "workers"}  # where and how fast (reports before they were left out)
+_NOT_RECIPE = {"out_dir", "workers", "executor"}  # where and how (older reports recorded them)
 _RULE_META = {"stat", "direction", "key"}  # a rule row's description, the same in both runs
 
 
