@@ -35,12 +35,12 @@ bench: dev           ## benchmarks write JSON to outputs/benchmarks/
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lint: dev
-	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples
 
 format: dev
-	$(PY) -m ruff format src tests benchmarks
-	$(PY) -m ruff check --fix src tests benchmarks
+	$(PY) -m ruff format src tests benchmarks examples
+	$(PY) -m ruff check --fix src tests benchmarks examples
 
 docs: install        ## regenerate docs/recipes.md from the config dataclasses
 	$(PY) -m pipeline.docgen > docs/recipes.md
