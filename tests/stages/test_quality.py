@@ -124,6 +124,30 @@ def test_pseudo_labels_no_spread_and_thresholds():
     assert (h[pl.rows[pl.y == 0]] < 0.2).all() and (h[pl.rows[pl.y == 1]] > 0.8).all()
 
 
+def test_pseudo_labels_byte_budget():
+    h = np.linspace(0.0, 1.0, 1000)
+    sizes = np.arange(1000) % 7 + 1
+    free = select.pseudo_labels(h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3)
+    same = select.pseudo_labels(
+        h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3, sizes=sizes, class_chars=10**6
+    )
+    assert np.array_equal(free.rows, same.rows)  # a budget that does not bind draws nothing
+    assert np.array_equal(free.holdout, same.holdout)
+    pl = select.pseudo_labels(
+        h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3, sizes=sizes, class_chars=100
+    )
+    for cls in (0, 1):
+        got = sizes[pl.rows[pl.y == cls]].sum()
+        assert 100 - 7 < got <= 100  # filled up to the budget, never over
+    assert set(pl.rows) < set(free.rows)
+    again = select.pseudo_labels(
+        h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3, sizes=sizes, class_chars=100
+    )
+    assert np.array_equal(pl.rows, again.rows)  # seeded
+    one = select.within_budget(np.array([4, 9]), sizes, 1, np.random.default_rng(0))
+    assert len(one) == 1  # at least one row even when a single row is over the budget
+
+
 def test_keep_rules():
     scores = np.array([0.9, 0.1, 0.5, 0.5, 0.7, 0.0])
     scorable = np.array([True, True, True, True, True, False])
@@ -317,6 +341,32 @@ def test_quality_after_clean(tmp_path):
     stages["quality"] = {"clean_rejects_as_bad": False, "score": "mean"}
     run_stages(tmp_path, stages)
     assert _report(tmp_path)["classifier"]["status"] == "fallback_heuristic"
+
+
+def test_classifier_sample_bounded_in_bytes_and_worker_independent(tmp_path):
+    """train_max_chars caps the pseudo-labelled sample and clean's rejects (a third each), which
+    are read per part; the bytes do not depend on the worker count."""
+    stages = {
+        "download": {"source": "toy", "max_docs": 600, "docs_per_part": 100},
+        "clean": {},
+        "quality": {"score": "mean", "train_max_chars": 6000, "min_train_docs": 2},
+    }
+    run_stages(tmp_path / "w1", stages, workers=1)
+    run_stages(tmp_path / "w2", stages, workers=2)
+    info = _report(tmp_path / "w1")["classifier"]
+    rejected = []
+    for part in sorted((tmp_path / "w1/clean/rejected").glob("part-*.parquet")):
+        rejected += [t for t in pq.read_table(part).column("text").to_pylist() if t.split()]
+    assert info["status"] == "trained"
+    assert 0 < info["clean_reject_docs"] < len(rejected)  # a prefix, cut by the budget
+    assert sum(len(t) for t in rejected[: info["clean_reject_docs"]]) <= 2000
+    assert info["pseudo_good_docs"] > 0
+    files = sorted(
+        p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*") if p.is_file()
+    )
+    assert Path("quality/model.npz") in files
+    for rel in files:
+        assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel
 
 
 def test_empty_part_from_upstream(tmp_path):

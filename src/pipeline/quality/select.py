@@ -37,14 +37,18 @@ def pseudo_labels(
     holdout_fraction: float,
     seed: int,
     extra: tuple[int, int] = (0, 0),
+    sizes: np.ndarray | None = None,
+    class_chars: int | None = None,
 ) -> PseudoLabels:
     """Top `fraction` of eligible rows by heuristic score -> 1 (if score >= good_above), bottom
     `fraction` -> 0 (if score < bad_below): on a mostly clean corpus the bottom 20% is not junk.
 
     Ties are broken by row index, so the split is exact. Each class is capped at max_docs // 2
-    (a seeded subsample). `extra` = (bad, good) labelled documents from elsewhere (clean's
-    rejects, a seed set) that count towards min_docs. NoSpread when a class has < min_docs rows
-    or the two sets' scores are not separated by MIN_SPREAD (e.g. all documents score the same).
+    (a seeded subsample), then at `class_chars` characters (`sizes` [n]: a row's characters;
+    a further seeded subsample, drawn only when the class holds more). `extra` = (bad, good)
+    labelled documents from elsewhere (clean's rejects, a seed set) that count towards min_docs.
+    NoSpread when a class has < min_docs rows or the two sets' scores are not separated by
+    MIN_SPREAD (e.g. all documents score the same).
     """
     idx = np.flatnonzero(eligible)
     k = int(fraction * len(idx))
@@ -70,6 +74,9 @@ def pseudo_labels(
     if k > cap:
         bad = np.sort(rng.choice(bad, cap, replace=False))
         good = np.sort(rng.choice(good, cap, replace=False))
+    if sizes is not None and class_chars is not None:
+        bad = within_budget(bad, sizes, class_chars, rng)
+        good = within_budget(good, sizes, class_chars, rng)
     rows = np.concatenate([bad, good])
     y = np.concatenate([np.zeros(len(bad), np.int8), np.ones(len(good), np.int8)])
     order = np.argsort(rows, kind="stable")
@@ -77,6 +84,18 @@ def pseudo_labels(
     holdout = np.zeros(len(rows), bool)
     holdout[rng.permutation(len(rows))[: int(holdout_fraction * len(rows))]] = True
     return PseudoLabels(rows, y, holdout, bad_max, good_min)
+
+
+def within_budget(
+    rows: np.ndarray, sizes: np.ndarray, budget: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`rows` (ascending) if their sizes sum to <= budget, else a seeded random subset that
+    does (at least one row), ascending: the training sample is bounded in bytes, not docs."""
+    if int(sizes[rows].sum()) <= budget:
+        return rows
+    order = rows[rng.permutation(len(rows))]
+    take = max(int(np.searchsorted(np.cumsum(sizes[order]), budget, side="right")), 1)
+    return np.sort(order[:take])
 
 
 def keep_mask(

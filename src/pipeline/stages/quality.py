@@ -89,6 +89,9 @@ class QualityConfig:
     holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
     min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
     max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
+    # bounds the driver's training sample whatever the corpus size (~2 B of features per char)
+    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects
+    train_max_chars: int = bounded(30_000_000, ge=1000)
     on_no_spread: Literal["heuristic", "error"] = "heuristic"  # no pseudo labels: fall back/stop
     max_chars: int = bounded(100_000, ge=100)  # statistics and features read this many chars/doc
 
@@ -122,32 +125,34 @@ class QualityConfig:
 # ---------------------------------------------------------------- per-part work (map)
 
 
-def _scan_part(path: Path, max_chars: int) -> tuple:
-    """(stats float32 [n, k], no_words bool [n], hidden labels or None, chars int64 [n],
-    unspaced bool [n]: mostly written in a script without spaces)."""
+def _scan_part(path: Path, max_chars: int, weights: dict[str, float], bias: float) -> tuple:
+    """(heuristic float64 [n], no_words bool [n], hidden labels or None, chars int64 [n],
+    unspaced bool [n]: mostly written in a script without spaces). The statistics stay in the
+    task: the driver keeps one score per document, not k statistics."""
     table = read_table(path)
     texts = table.column("text").to_pylist()
-    stats = stats_matrix(texts, max_chars)
+    heur = heuristic_score(stats_matrix(texts, max_chars), weights, bias)  # row-wise: exact
     no_words = np.array([not t[:max_chars].split() for t in texts], bool)
     labels = table.column("label").to_pylist() if "label" in table.column_names else None
     chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, count=len(texts))
     unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
-    return stats, no_words, labels, chars, unspaced
+    return heur, no_words, labels, chars, unspaced
 
 
-def _part_features(item: tuple[Path, np.ndarray], dims: int, max_chars: int) -> Csr:
-    """Hashed features of the given local rows of one part (all rows when rows is None)."""
+def _part_features(
+    item: tuple[Path, np.ndarray], dims: int, max_chars: int
+) -> tuple[Csr, np.ndarray]:
+    """Hashed features and statistics of the given local rows of one part."""
     path, rows = item
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
-    if rows is not None:
-        texts = [texts[i] for i in rows]
-    return hashed_features(texts, dims, HASH_SEED, max_chars)
+    texts = [texts[i] for i in rows]
+    return hashed_features(texts, dims, HASH_SEED, max_chars), stats_matrix(texts, max_chars)
 
 
-def _score_part(item: tuple[Path, np.ndarray], model: Model, max_chars: int) -> np.ndarray:
-    path, stats = item
-    X = _part_features((path, None), model.meta["dims"], max_chars)
-    return model.predict(X, stats)
+def _score_part(path: Path, model: Model, max_chars: int) -> np.ndarray:
+    texts = read_table(path, columns=["text"]).column("text").to_pylist()
+    X = hashed_features(texts, model.meta["dims"], HASH_SEED, max_chars)
+    return model.predict(X, stats_matrix(texts, max_chars))
 
 
 def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
@@ -181,9 +186,9 @@ def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
 def _train_or_load(
     cfg: QualityConfig,
     ctx: StageContext,
-    stats: np.ndarray,
     heur: np.ndarray,
     scorable: np.ndarray,
+    chars: np.ndarray,
     offsets: np.ndarray,
 ) -> tuple[Model | None, dict]:
     """The classifier (loaded, trained, or None with the documented heuristic fallback)."""
@@ -196,7 +201,8 @@ def _train_or_load(
                 f"differ from this version's {list(STAT_NAMES)}",
             )
         return model, {"status": "loaded", "path": cfg.model_path}
-    texts, y, counts = _labelled_extras(cfg, ctx)
+    extra, counts = _labelled_extras(cfg, ctx)
+    y = extra[2] if extra is not None else np.zeros(0, np.int8)
     try:
         pl = select.pseudo_labels(
             heur,
@@ -209,6 +215,8 @@ def _train_or_load(
             cfg.holdout_fraction,
             ctx.seed,
             extra=(int((y == 0).sum()), int((y == 1).sum())),
+            sizes=chars,
+            class_chars=cfg.train_max_chars // 3,
         )
     except select.NoSpread as exc:
         if cfg.on_no_spread == "error":
@@ -222,38 +230,65 @@ def _train_or_load(
     part_of = np.searchsorted(offsets, pl.rows, side="right") - 1
     items = [(p, pl.rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
     fn = functools.partial(_part_features, dims=1 << cfg.hash_bits, max_chars=cfg.max_chars)
-    X = vstack(ctx.executor.map(fn, items, desc="quality features"), 1 << cfg.hash_bits)
-    extra = None
-    if texts:
-        feats = hashed_features(texts, 1 << cfg.hash_bits, HASH_SEED, cfg.max_chars)
-        extra = (feats, stats_matrix(texts, cfg.max_chars), y)
+    got = ctx.executor.map(fn, items, desc="quality features")
+    X = vstack([g[0] for g in got], 1 << cfg.hash_bits)
+    stats = np.vstack([g[1] for g in got])
     params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
-    model, info = fit_classifier(X, stats[pl.rows], pl, params, cfg.max_chars, extra)
+    model, info = fit_classifier(X, stats, pl, params, cfg.max_chars, extra)
     return model, {**info, **counts}
 
 
-def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[list[str], np.ndarray, dict]:
-    """Seed-set documents and (capped) documents the clean stage of this run rejected, as bad
-    examples: after clean, the corpus itself often has no pseudo-bad documents left."""
-    texts: list[str] = []
+def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[tuple | None, dict]:
+    """(features, statistics, labels) of the seed-set documents and of documents the clean
+    stage of this run rejected, as bad examples (after clean, the corpus itself often has no
+    pseudo-bad documents left); None when there are none."""
+    dims = 1 << cfg.hash_bits
+    mats: list[tuple[Csr, np.ndarray]] = []
     labels: list[np.ndarray] = []
     counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
-    if cfg.seed_set_path:
+    if cfg.seed_set_path:  # a labelled seed set is small: featurised here
         seed_texts, seed_y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
-        texts += seed_texts
+        feats = hashed_features(seed_texts, dims, HASH_SEED, cfg.max_chars)
+        mats.append((feats, stats_matrix(seed_texts, cfg.max_chars)))
         labels.append(seed_y)
         counts["seed_set_docs"] = len(seed_texts)
     clean = ctx.inputs.get("clean")  # present when the run has a clean stage
     if cfg.clean_rejects_as_bad and clean is not None:
-        cap, rejects = cfg.max_train_docs // 2, []
-        for part in clean.under("rejected"):
-            col = read_table(part, columns=["text"]).column("text").to_pylist()
-            rejects += [t for t in col if t[: cfg.max_chars].split()][: cap - len(rejects)]
-        texts += rejects
-        labels.append(np.zeros(len(rejects), np.int8))
-        counts["clean_reject_docs"] = len(rejects)
-    y = np.concatenate(labels) if labels else np.zeros(0, np.int8)
-    return texts, y, counts
+        items = _reject_rows(list(clean.under("rejected")), cfg.max_chars, cfg.train_max_chars // 3)
+        fn = functools.partial(_part_features, dims=dims, max_chars=cfg.max_chars)
+        got = ctx.executor.map(fn, items, desc="quality rejects") if items else []
+        mats += got
+        n = sum(g[0].num_rows for g in got)
+        labels.append(np.zeros(n, np.int8))
+        counts["clean_reject_docs"] = n
+    if not mats:
+        return None, counts
+    X = vstack([m[0] for m in mats], dims)
+    return (X, np.vstack([m[1] for m in mats]), np.concatenate(labels)), counts
+
+
+def _reject_rows(parts: list[Path], max_chars: int, budget: int) -> list[tuple[Path, np.ndarray]]:
+    """(part, local rows) of clean's rejects with words, in part order, until they hold
+    `budget` characters: the driver reads one part's text column at a time and keeps indices;
+    the features are computed in tasks."""
+    items, used = [], 0
+    for part in parts:
+        if used >= budget:
+            break
+        col = read_table(part, columns=["text"]).column("text").to_pylist()
+        rows = []
+        for i, t in enumerate(col):
+            size = min(len(t), max_chars)
+            if not t[:max_chars].split():
+                continue
+            if used + size > budget and (used or rows):
+                used = budget
+                break
+            rows.append(i)
+            used += size
+        if rows:
+            items.append((part, np.array(rows, np.int64)))
+    return items
 
 
 def _label_auc(labels: list[str] | None, scores: dict[str, np.ndarray]) -> dict | None:
@@ -285,15 +320,17 @@ class _Scored:
 
 
 def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
-    fn = functools.partial(_scan_part, max_chars=cfg.max_chars)
+    weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
+    fn = functools.partial(
+        _scan_part, max_chars=cfg.max_chars, weights=weights, bias=cfg.heuristic_bias
+    )
     scans = ctx.executor.map(fn, parts, desc="quality stats")
     offsets = np.concatenate([[0], np.cumsum([len(s[1]) for s in scans])]).astype(np.int64)
-    stats = np.vstack([s[0] for s in scans])
+    heur = np.concatenate([s[0] for s in scans])
     scorable = ~np.concatenate([s[1] for s in scans])
     labels = None if any(s[2] is None for s in scans) else [x for s in scans for x in s[2]]
     chars = np.concatenate([s[3] for s in scans])
     unspaced = np.concatenate([s[4] for s in scans])
-    heur = heuristic_score(stats, {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}, cfg.heuristic_bias)
     scores = {"heuristic": heur}
     # the heuristic counts whitespace words and English stop words: meaningless for Chinese or
     # Japanese, so those documents join the reference and get quality = coherence alone
@@ -322,11 +359,10 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
         lm_info = {**lm.info, "heuristic_not_applied_unspaced_docs": int(unspaced.sum())}
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
-        model, info = _train_or_load(cfg, ctx, stats, heur, scorable, offsets)
+        model, info = _train_or_load(cfg, ctx, heur, scorable, chars, offsets)
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
-        items = [(p, stats[offsets[i] : offsets[i + 1]]) for i, p in enumerate(parts)]
-        scores["classifier"] = np.concatenate(ctx.executor.map(fn, items, desc="quality score"))
+        scores["classifier"] = np.concatenate(ctx.executor.map(fn, parts, desc="quality score"))
         scores["mean"] = (scores["classifier"] + heur) / 2.0
     return _Scored(offsets, scorable, labels, scores, model, info, lm_cols, lm_info)
 
