@@ -79,11 +79,18 @@ class LMScorer:
     def coherence(self, feats: np.ndarray, script: np.ndarray) -> np.ndarray:
         """float64 [n]: P(coherent) x the absolute gates; NaN where the script has no model or
         the document no tokens."""
-        coh = np.full(len(feats), np.nan)
-        for s, clf in self.classifiers.items():
-            m = (script == s) & (feats[:, FEATURE_NAMES.index("log_tokens")] > 0)
-            coh[m] = clf.predict(feats[m]) * gain_gate(feats[m])
-        return coh
+        return coherence_of(self.classifiers, feats, script)
+
+
+def coherence_of(
+    classifiers: dict[int, Coherence], feats: np.ndarray, script: np.ndarray
+) -> np.ndarray:
+    """LMScorer.coherence without the LM: what a task needs is the classifiers (a few floats)."""
+    coh = np.full(len(feats), np.nan)
+    for s, clf in classifiers.items():
+        m = (script == s) & (feats[:, FEATURE_NAMES.index("log_tokens")] > 0)
+        coh[m] = clf.predict(feats[m]) * gain_gate(feats[m])
+    return coh
 
 
 @dataclass

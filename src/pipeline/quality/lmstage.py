@@ -8,6 +8,8 @@ calls `fit_reference` once on the driver and `score_part` over its parts.
 from __future__ import annotations
 
 import functools
+import io
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,20 @@ import numpy as np
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes, read_table
 from pipeline.quality import reference as refmod
+from pipeline.quality.coherence import FEATURE_NAMES, Coherence
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
-from pipeline.quality.lmscore import LMParams, LMScorer, Reference, fit_classifiers, fit_lm
+from pipeline.quality.lmscore import (
+    LMParams,
+    LMScorer,
+    Reference,
+    coherence_of,
+    fit_classifiers,
+    fit_lm,
+)
 from pipeline.quality.ngram import SCRIPTS
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
+FEATS_DIR = ".lm-features"  # per-part LM features between the scoring and coherence passes
 
 
 @dataclass
@@ -106,48 +117,84 @@ def fit_reference(
 
 
 def fit_coherence(
-    lm: LMResult, feats: np.ndarray, script: np.ndarray, extra: tuple | None
-) -> np.ndarray:
-    """Train the classifiers (a `self` reference reuses its documents' corpus-pass features:
-    same fold model, same numbers) and return the coherence of every document."""
+    lm: LMResult, ref_feats: np.ndarray | None, extra: tuple | None
+) -> dict[int, Coherence]:
+    """Train the classifiers (a `self` reference reuses its documents' corpus-pass features,
+    `ref_feats`: same fold model, same numbers) and return them."""
     assert lm.scorer is not None and lm.reference is not None
-    ref_feats = feats[lm.reference.rows] if lm.is_self else None
-    fit_classifiers(lm.scorer, lm.reference, ref_feats, extra)
+    fit_classifiers(lm.scorer, lm.reference, ref_feats if lm.is_self else None, extra)
     lm.info["classifiers"] = lm.scorer.info["classifiers"]
-    return lm.scorer.coherence(feats, script)
+    return lm.scorer.classifiers
 
 
-def score_part(
-    item: tuple[Path, int], scorer: LMScorer | Path, max_chars: int
-) -> dict[str, np.ndarray]:
-    """LM features and script of every row of one part; `item` = (part, global row of its first
-    row); `scorer` is the scorer itself (inline) or the file a worker process loads it from
-    (once per process)."""
-    path, first = item
+def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str, np.ndarray]:
+    """LM columns of every row of one part. `item` = (part, global row of its first row, local
+    rows of reference documents, file for the features); `scorer` is the scorer itself (inline)
+    or the file a worker process loads it from (once per process). The features go to the file
+    (the coherence pass reads them back); the driver gets ~17 bytes per document plus the
+    reference rows' features, which the coherence classifiers train on."""
+    path, first, ref_rows, feats_file = item
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     if isinstance(scorer, Path):
         scorer = load_scorer(scorer)
     feats, script = scorer.features([t[:max_chars] for t in texts], first + np.arange(len(texts)))
-    return {"features": feats, "script": script.astype(np.int8)}
+    buf = io.BytesIO()
+    np.save(buf, feats, allow_pickle=False)
+    atomic_write_bytes(feats_file, buf.getvalue())
+    has = feats[:, FEATURE_NAMES.index("log_tokens")] > 0
+    return {
+        "perplexity": np.where(has, np.exp(-feats[:, 0]), np.nan),
+        "context_gain": np.where(has, feats[:, 1], np.nan),
+        "script": script.astype(np.int8),
+        "ref_features": feats[ref_rows],
+    }
+
+
+def _coherence_part(item: tuple[Path, np.ndarray], classifiers: dict) -> np.ndarray:
+    feats_file, script = item
+    return coherence_of(classifiers, np.load(feats_file, allow_pickle=False), script)
 
 
 def score_all(
-    ctx: Any, scorer: LMScorer, offsets: np.ndarray, max_chars: int
+    ctx: Any, lm: LMResult, offsets: np.ndarray, max_chars: int, extra: tuple | None
 ) -> dict[str, np.ndarray]:
-    """score_part over every input part. Worker processes read the scorer from a temporary
-    file (deleted afterwards) instead of unpickling ~100 MB of tables per part."""
-    items = [(p, int(offsets[i])) for i, p in enumerate(ctx.input_parts)]
+    """score_part over every input part, the classifiers, then coherence per part from the
+    saved features: the driver never holds a feature matrix of all documents. Worker processes
+    read the scorer from a temporary file (deleted afterwards) instead of unpickling ~100 MB of
+    tables per part."""
+    assert lm.scorer is not None and lm.reference is not None
+    feats_dir = ctx.out_dir / FEATS_DIR
+    feats_dir.mkdir(parents=True, exist_ok=True)
+    ref = lm.reference.rows if lm.is_self else np.zeros(0, np.int64)
+    part_of = np.searchsorted(offsets, ref, side="right") - 1
+    items = [
+        (p, int(offsets[i]), ref[part_of == i] - offsets[i], feats_dir / f"part-{i:05d}.npy")
+        for i, p in enumerate(ctx.input_parts)
+    ]
     tmp = None
     if ctx.executor.workers > 1 and len(items) > 1:
         tmp = ctx.out_dir / TMP_LM_FILE
-        atomic_write_bytes(tmp, scorer_bytes(scorer))
+        atomic_write_bytes(tmp, scorer_bytes(lm.scorer))
     try:
-        fn = functools.partial(score_part, scorer=tmp or scorer, max_chars=max_chars)
+        fn = functools.partial(score_part, scorer=tmp or lm.scorer, max_chars=max_chars)
         parts = ctx.executor.map(fn, items, desc="quality LM score")
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+        ref_feats = cols.pop("ref_features")
+        classifiers = fit_coherence(lm, ref_feats, extra)
+        del ref_feats
+        coh_items = [
+            (it[3], cols["script"][offsets[i] : offsets[i + 1]]) for i, it in enumerate(items)
+        ]
+        fn2 = functools.partial(_coherence_part, classifiers=classifiers)
+        coh = ctx.executor.map(fn2, coh_items, desc="quality coherence")
+        cols["coherence"] = np.concatenate(coh)
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        shutil.rmtree(feats_dir, ignore_errors=True)  # temporary, not stage outputs
+    return cols
 
 
 def buckets(perplexity: np.ndarray, script: np.ndarray) -> tuple[np.ndarray, dict]:

@@ -23,7 +23,6 @@ from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, read_table, write_kept_and_rejected
 from pipeline.quality import lmstage, select
 from pipeline.quality import reference as refmod
-from pipeline.quality.coherence import FEATURE_NAMES
 from pipeline.quality.features import (
     DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
@@ -343,12 +342,7 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
         extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
         lm = lmstage.fit_reference(cfg, ctx, heur_lm, scorable, chars, offsets)
         if lm.scorer is not None:
-            lm_cols = lmstage.score_all(ctx, lm.scorer, offsets, cfg.max_chars)
-            feats = lm_cols.pop("features")
-            lm_cols["coherence"] = lmstage.fit_coherence(lm, feats, lm_cols["script"], extra)
-            has = feats[:, FEATURE_NAMES.index("log_tokens")] > 0
-            lm_cols["perplexity"] = np.where(has, np.exp(-feats[:, 0]), np.nan)
-            lm_cols["context_gain"] = np.where(has, feats[:, 1], np.nan)
+            lm_cols = lmstage.score_all(ctx, lm, offsets, cfg.max_chars, extra)
             coh = np.where(np.isnan(lm_cols["coherence"]), heur_lm, lm_cols["coherence"])
             scores["coherence"] = coh
             # the weakest link: a document must pass both (salad passes the heuristic, spam
