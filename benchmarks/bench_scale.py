@@ -214,7 +214,7 @@ def run_config(args: argparse.Namespace) -> dict:
         "download": {"source": "jsonl", "path": args.corpus, "docs_per_part": args.docs_per_part},
         "clean": {"max_fineweb_dup_line_chars_frac": 0.1},
         "dedup": {},
-        "quality": {},
+        "quality": {"reference_max_chars": args.reference_chars} if args.reference_chars else {},
         "tokenize": {"vocab_size": 8192, "max_train_bytes": args.train_bytes},
         "pack": {"seq_len": 1024},
         "shard": {"shard_size": 1024},
@@ -343,6 +343,13 @@ def main() -> int:
     ap.add_argument("--docs-per-part", type=int, default=2000)
     ap.add_argument("--train-bytes", type=int, default=20_000_000)
     ap.add_argument("--port", type=int, default=6391)
+    ap.add_argument(
+        "--reference-chars",
+        type=int,
+        default=0,
+        help="quality.reference_max_chars (0: the default); small: the LM's constant no longer "
+        "hides the driver's per-document bytes in the traced peak",
+    )
     ap.add_argument("--work", default=None, help="work folder (default: a new temp dir)")
     ap.add_argument("--out", type=Path, default=OUT, help="JSON file to write")
     # child mode
@@ -367,6 +374,7 @@ def main() -> int:
         f"--corpus={corpus}",
         f"--docs-per-part={args.docs_per_part}",
         f"--train-bytes={args.train_bytes}",
+        f"--reference-chars={args.reference_chars}",
     ]
     results: dict = {"corpus": info, "cpus": os.cpu_count(), "configs": {}}
     for cfg in [c for c in args.configs.split(",") if c]:
