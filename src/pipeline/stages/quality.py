@@ -47,6 +47,7 @@ RULE_SETTING = {
     "pareto": "pareto_alpha",
 }
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
+REASONS = ("low_quality", "no_words", "high_perplexity")  # why a row was dropped, by code
 UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
 QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
 
@@ -167,7 +168,7 @@ def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
             table = table.append_column(name, pa.array(values.tolist(), pa.string()))
         else:
             table = table.append_column(name, pa.array(values.astype(np.float32), pa.float32()))
-    reasons = [[r] for r in reason[~keep]]
+    reasons = [[REASONS[r]] for r in reason[~keep].tolist()]
     outputs, counts = write_kept_and_rejected(out_dir, index, table, keep, reasons)
     # every reason reported, even at 0
     counts.dropped = {"high_perplexity": 0, "low_quality": 0, "no_words": 0, **counts.dropped}
@@ -430,11 +431,11 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     keep, threshold = select.keep_mask(
         cfg.keep_rule, final, ok, cfg.min_score, cfg.keep_fraction, cfg.pareto_alpha, ctx.seed
     )
-    reason = np.where(ok, "low_quality", "no_words").astype(object)
+    reason = np.where(ok, 0, 1).astype(np.int8)  # codes into REASONS: 1 byte per document
     if cfg.max_perplexity is not None and sc.lm:
         high = ok & keep & (sc.lm["perplexity"] > cfg.max_perplexity)
         keep &= ~high
-        reason[high] = "high_perplexity"
+        reason[high] = 2
     deciles = select.decile_rows(final, ok)
     columns, extra = _columns(sc, cfg)
     written, examples = _write(ctx, parts, sc, final, keep, reason, deciles, columns)
