@@ -15,8 +15,10 @@ Each configuration runs in its own subprocess. A sampler thread reads /proc ever
 RSS of the driver and of every other process of the run (pool workers, or the Ray processes
 under the cluster this script starts), per stage. `--trace` adds a run with tracemalloc in the
 driver (2 local workers, so per-part work is not in the driver): its per-stage peak over the
-stage-start level, per input document. The 2-node cluster is two `ray start` on this machine
-(1 CPU each, their own temp dir and ports); it is stopped by the ids of its processes.
+stage-start level, per input document. `--reference-chars` shrinks quality's reference (and
+so its LM, whose fit is that stage's traced peak) to expose the per-document term. The 2-node
+cluster is two `ray start` on this machine (1 CPU each, their own temp dir and ports); it is
+stopped by the ids of its processes.
 Writes outputs/benchmarks/scale.json.
 """
 
