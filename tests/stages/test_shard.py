@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from helpers import fake_tokenize, make_ctx, run_pack
@@ -112,8 +113,17 @@ def test_subsample_fraction_count_and_weights(tmp_path):
         run_dir, {"num_samples": 20, "source_weights": {"a": 3, "b": 1}, "eval_fraction": 0.0}
     )
     assert res.stats["sequences_per_source"] == {"a": 15, "b": 5}
-    meta, _, _ = read_split(out / "train")
+    meta, ids, _ = read_split(out / "train")
     assert meta["samples_per_source"] == {"a": 15, "b": 5}
+    # the stage selects over integer source codes; selecting over the names gives the same rows
+    seqs = sorted((run_dir / "pack").glob("*.seqs.parquet"))
+    names = np.array(
+        [s for p in seqs for s in pq.read_table(p).column("source").to_pylist()], dtype=object
+    )
+    rng = np.random.default_rng(meta["subsample_seed"])
+    train, _ = split_eval(select(names, {"a": 15, "b": 5}, rng), 0.0, rng)
+    order = train[np.random.default_rng(meta["permutation_seed"]).permutation(len(train))]
+    assert np.array_equal(ids, pack_rows(run_dir)[order])
 
 
 def test_same_bytes_for_two_workers_and_seed_changes_order(tmp_path):
