@@ -190,3 +190,19 @@ def test_workers_1_and_2_byte_identical(tmp_path):
         rep = load_report(tmp_path / f"w{workers}")
         assert rep["stages"][1]["stats"]["worker_pids"] == workers
     assert shas[0] == shas[1]
+
+
+def test_a_report_html_that_cannot_be_drawn_warns_and_the_run_succeeds(
+    tmp_path, monkeypatch, caplog
+):
+    import pipeline.runner as runner_mod
+
+    def broken(run_dir):
+        raise ValueError("invalid literal for int() with base 10: '5-8'")
+
+    monkeypatch.setattr(runner_mod, "write_html", broken)
+    r = recipe(tmp_path)
+    with caplog.at_level("WARNING", logger="pipeline"):
+        assert actions(run_recipe(r, progress=False)) == {"download": "run", "clean": "run"}
+    assert "report.html not written (ValueError" in caplog.text
+    assert [s["stage"] for s in load_report(r.run.out_dir)["stages"]] == ["download", "clean"]

@@ -167,7 +167,8 @@ def _dedup(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     figs = [_drop_figure("dedup", st)]
     sizes = st.get("cluster_size_histogram") or {}
     if sizes:
-        labels = sorted(sizes, key=int)
+        # labels are sizes or bucket ranges (dedup.cluster.size_histogram): '3', '5-8', '17+'
+        labels = sorted(sizes, key=lambda k: int(k.split("-")[0].rstrip("+")))
         counts = [sizes[k] for k in labels]
         svg = columns("dedup: near-duplicate cluster sizes", None, counts, labels=labels)
         figs.append(

@@ -180,8 +180,23 @@ def run_recipe(
             # report.html shows what pipeline_report.json holds, also after a failed or
             # interrupted run (the stages that finished); atomic, never half a page
             if (run_dir / REPORT_NAME).exists():
-                write_html(run_dir)
+                _write_html_or_warn(run_dir)
     return items
+
+
+def _write_html_or_warn(run_dir: Path) -> None:
+    """report.html is a view of the committed report: a chart that cannot be drawn must not
+    fail (or mask the error of) a run whose outputs and pipeline_report.json are complete."""
+    try:
+        write_html(run_dir)
+    except Exception as exc:  # noqa: BLE001 - any rendering bug; the data is already committed
+        log.warning(
+            "report.html not written (%s: %s); pipeline_report.json is complete, "
+            "`pipeline report %s` shows it",
+            type(exc).__name__,
+            str(exc)[:200],
+            run_dir,
+        )
 
 
 def _prepare_run_dir(run_dir: Path) -> None:
