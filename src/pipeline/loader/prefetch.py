@@ -55,23 +55,12 @@ class BatchPrefetcher:
             for batch in self.loader:
                 if self.cuda:
                     batch = _pinned(batch)
-                while not stop.is_set():
-                    try:
-                        q.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
+                if not _put_unless_stopped(q, batch, stop) or stop.is_set():
+                    return  # stopped: read no further batch from the loader
             item: Any = _END
         except BaseException as exc:  # handed to the consumer, raised there
             item = _Failure(exc)
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        _put_unless_stopped(q, item, stop)
 
     def _take(self, q: queue.Queue) -> Any:
         t0 = time.perf_counter()
@@ -165,3 +154,15 @@ def _pinned(batch: dict) -> dict:
             t = t.to(torch.int32)
         out[k] = t.pin_memory()
     return out
+
+
+def _put_unless_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put `item` on the bounded queue, waking every 0.1 s to see whether the consumer stopped
+    (a full queue nobody reads would otherwise block the thread forever). False if stopped."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
