@@ -216,3 +216,160 @@ def test_python_docs_is_real_prose_and_deterministic():
     assert len({d.id for d in docs}) == len(docs)
     text = " ".join(d.text for d in docs[:200])
     assert text.count(" the ") > 1000  # English prose, not code
+
+
+# ---------------------------------------------------------------- JSONL over byte ranges
+
+
+def _run(path, out, workers, split, docs_per_part=4, **cfg):
+    """The download stage's run() into `out`; split=False forces the serial reader."""
+    from pipeline.executor import Executor
+    from pipeline.stage import StageContext
+    from pipeline.stages import download
+
+    out.mkdir(parents=True)
+    c = download.DownloadConfig(source="jsonl", path=str(path), docs_per_part=docs_per_part, **cfg)
+    with Executor(workers) as ex:
+        ctx = StageContext("download", out.parent, out, 0, {}, None, ex, progress=False)
+        res = (download._run_split if split else download._run_serial)(c, ctx)
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert sorted(files) == sorted(res.outputs)  # nothing else left behind (temp files)
+    return files, res.stats, res.counts
+
+
+def _tricky_bytes():
+    """A BOM, CRLF, blank and whitespace lines, malformed lines of every kind, multi-byte
+    characters (2, 3, 4 bytes), lone surrogates, made and given ids, no final newline."""
+    rows = []
+    for i in range(40):
+        text = "é" * (i % 3) + "中文" * (i % 5) + "😀" * (i % 2) + f" doc {i}"
+        rows.append(json.dumps({"id": f"x{i}", "text": text} if i % 4 else {"text": text}))
+        if i % 7 == 3:
+            rows.append("{broken")
+        if i % 11 == 5:
+            rows.append("   ")
+            rows.append("")
+        if i % 13 == 6:
+            rows.append('{"text": 12}')
+            rows.append('{"body": "x"}')
+            rows.append("[1, 2]")
+    data = "\ufeff" + "\r\n".join(rows[:20]) + "\r\n" + "\n".join(rows[20:])
+    data += '\n{"text": "\\ud800 lone"}\n'
+    return (
+        data.encode() + b'{"text": "bad \xff utf8"}\n' + '{"text": "last, no newline ü"}'.encode()
+    )
+
+
+@pytest.mark.parametrize("target", [1, 7, 64, 200, 10**6])
+def test_split_reader_writes_the_serial_readers_bytes(tmp_path, monkeypatch, target):
+    """Any range size (cuts inside multi-byte characters, on newlines, ranges with no record or
+    only malformed lines) and 1 or 2 workers: the same parts, rejected parts and stats."""
+    from pipeline.stages import download_split
+
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(_tricky_bytes())
+    base = _run(path, tmp_path / "serial", 1, False, max_malformed_fraction=0.5)
+    assert len([f for f in base[0] if f.startswith("rejected/")]) == 4  # 16 malformed
+    monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: target)
+    for workers in (1, 2):
+        got = _run(path, tmp_path / f"split{workers}", workers, True, max_malformed_fraction=0.5)
+        assert got == base
+
+
+def test_split_reader_numbers_lines_across_files_and_cuts(tmp_path, monkeypatch):
+    """Several files (one gzip: one range, read whole), made ids file:line and error lines
+    stay right when a file is cut into many ranges."""
+    from pipeline.stages import download_split
+
+    (tmp_path / "a.jsonl").write_bytes(_tricky_bytes())
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(_tricky_bytes()))
+    (tmp_path / "c.jsonl").write_bytes(b"")  # an empty file: no range
+    (tmp_path / "d.jsonl").write_text('{"text": "only line"}')
+    pattern = str(tmp_path / "*.jsonl*")
+    base = _run(pattern, tmp_path / "serial", 1, False, docs_per_part=7, max_malformed_fraction=1)
+    monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 50)
+    got = _run(pattern, tmp_path / "split", 2, True, docs_per_part=7, max_malformed_fraction=1)
+    assert got == base
+    ids = pa.concat_tables(
+        [pq.read_table(pa.BufferReader(b)) for f, b in sorted(got[0].items()) if "rej" not in f]
+    ).column("id")
+    assert "a.jsonl:1" in ids.to_pylist() and "d.jsonl:1" in ids.to_pylist()
+    assert got[1]["malformed_examples"][0].endswith(
+        "a.jsonl:5: bad JSON (Expecting property name enclosed in double quotes at column 2)"
+    )
+
+
+def test_split_reader_one_line_and_empty_file(tmp_path, monkeypatch):
+    from pipeline.stages import download_split
+
+    monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 3)
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"text": "ü only"}\n')
+    assert _run(one, tmp_path / "s1", 2, True) == _run(one, tmp_path / "r1", 1, False)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    for split in (False, True):
+        with pytest.raises(DataError, match=r"empty\.jsonl: the source produced no documents"):
+            _run(empty, tmp_path / f"e{split}", 2, split)
+
+
+def test_split_reader_errors_keep_file_and_line(tmp_path, monkeypatch):
+    """Too many malformed lines stop the run before any part is written, naming the first
+    malformed line's file:line even when it lies in a later range; a UTF-16 file is refused."""
+    from pipeline.stages import download_split
+
+    monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 30)
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(f'{{"text": "fine {i}"}}\n' for i in range(12)) + "nope\n" * 3)
+    for split in (False, True):
+        with pytest.raises(
+            DataError,
+            match=r"c\.jsonl: 3 of 15 records malformed .* first: "
+            r".*c\.jsonl:13: bad JSON",
+        ):
+            _run(path, tmp_path / f"m{split}", 2, split)
+    assert not list((tmp_path / "mTrue").iterdir())  # counted first: nothing written
+    utf16 = tmp_path / "w.jsonl"
+    utf16.write_bytes('{"text": "x"}\n{"text": "y"}\n'.encode("utf-16"))
+    with pytest.raises(DataError, match=r"w\.jsonl: is UTF-16 \(byte-order mark\)"):
+        _run(utf16, tmp_path / "u", 2, True)
+
+
+def test_split_reader_write_map_is_recorded_for_resume(tmp_path, monkeypatch):
+    """The part-writing tasks return their files: a crash after some of them lets a re-run
+    reuse those parts and still end with the same bytes."""
+    from pipeline.stages import download_split
+
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(_tricky_bytes())
+    monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 100)
+    real = download_split.write_range
+    calls, crash = [], [True]
+
+    def flaky(job, **kw):
+        calls.append(job[0][0].good_before)
+        if crash and len(calls) == 4:
+            crash.pop()
+            raise OSError("simulated crash")
+        return real(job, **kw)
+
+    monkeypatch.setattr(download_split, "write_range", flaky)
+    recipe = {
+        "download": {
+            "source": "jsonl",
+            "path": str(path),
+            "docs_per_part": 4,
+            "max_malformed_fraction": 0.5,
+        }
+    }
+    with pytest.raises(OSError):
+        run_stages(tmp_path / "run", recipe)
+    n_ranges = len(download_split.plan_ranges([path], 100))
+    first = len(calls)
+    calls.clear()
+    run_stages(tmp_path / "run", recipe)
+    assert first == 4 and len(calls) == n_ranges - 3  # the three finished: not written again
+    monkeypatch.setattr(download_split, "write_range", real)
+    run_stages(tmp_path / "fresh", recipe)
+    for p in Manifest.load(tmp_path / "fresh").parts("download"):
+        assert p.read_bytes() == (tmp_path / "run" / "download" / p.name).read_bytes()

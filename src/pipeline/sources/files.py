@@ -46,16 +46,22 @@ def _lines(path: Path) -> Iterator[bytes]:
     for line in _raw_lines(path):
         if first:
             first = False
-            encoding = bom_encoding(line[:4])
-            if encoding == "utf-8-sig":
-                line = line[3:]
-            elif encoding is not None:
-                raise DataError(
-                    str(path),
-                    f"is {encoding.upper()} (byte-order mark); JSONL must be UTF-8: convert it "
-                    f"(iconv -f {encoding.upper()} -t UTF-8)",
-                )
+            line = strip_bom(path, line)
         yield line
+
+
+def strip_bom(path: Path | str, first_line: bytes) -> bytes:
+    """The file's first line without a UTF-8 byte-order mark; DataError for a UTF-16/32 one."""
+    encoding = bom_encoding(first_line[:4])
+    if encoding == "utf-8-sig":
+        return first_line[3:]
+    if encoding is not None:
+        raise DataError(
+            str(path),
+            f"is {encoding.upper()} (byte-order mark); JSONL must be UTF-8: convert it "
+            f"(iconv -f {encoding.upper()} -t UTF-8)",
+        )
+    return first_line
 
 
 def _raw_lines(path: Path) -> Iterator[bytes]:
@@ -97,48 +103,51 @@ def read_jsonl(
     for path in paths:
         stem = path.name
         for lineno, raw in enumerate(_lines(path), start=1):
-            if not raw.strip():
-                continue  # blank lines are not records
-            where = f"{path}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield Malformed(
-                    where,
-                    "invalid_utf8",
-                    f"invalid UTF-8 at byte {exc.start}",
-                    raw.decode("utf-8", "replace"),
-                )
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield Malformed(
-                    where, "bad_json", f"bad JSON ({exc.msg} at column {exc.colno})", line
-                )
-                continue
-            except RecursionError:
-                yield Malformed(where, "bad_json", "JSON nested too deeply", line)
-                continue
-            if not isinstance(obj, dict):
-                yield Malformed(where, "bad_json", "a JSON object per line expected", line)
-                continue
-            if text_field not in obj:
-                yield Malformed(where, "missing_text", _missing_field(text_field, obj), line)
-                continue
-            text = obj[text_field]
-            if not isinstance(text, str):
-                yield Malformed(
-                    where,
-                    "text_not_string",
-                    f"field '{text_field}' is {type(text).__name__}, not a string",
-                    line,
-                )
-                continue
-            text, _ = fix_surrogates(text)
-            doc_id = obj.get(id_field) if id_field else None
-            doc_id = str(doc_id) if doc_id is not None else f"{stem}:{lineno}"
-            yield Record(fix_surrogates(doc_id)[0], text, source)
+            item = parse_jsonl_line(
+                raw, f"{path}:{lineno}", f"{stem}:{lineno}", text_field, id_field, source
+            )
+            if item is not None:
+                yield item
+
+
+def parse_jsonl_line(
+    raw: bytes, where: str, made_id: str, text_field: str, id_field: str | None, source: str
+) -> Record | Malformed | None:
+    """One JSONL line (without its newline): a Record, a Malformed, or None for a blank line.
+    `where` is "file:line" for malformed lines, `made_id` the id of a record without one."""
+    if not raw.strip():
+        return None  # blank lines are not records
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Malformed(
+            where,
+            "invalid_utf8",
+            f"invalid UTF-8 at byte {exc.start}",
+            raw.decode("utf-8", "replace"),
+        )
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Malformed(where, "bad_json", f"bad JSON ({exc.msg} at column {exc.colno})", line)
+    except RecursionError:
+        return Malformed(where, "bad_json", "JSON nested too deeply", line)
+    if not isinstance(obj, dict):
+        return Malformed(where, "bad_json", "a JSON object per line expected", line)
+    if text_field not in obj:
+        return Malformed(where, "missing_text", _missing_field(text_field, obj), line)
+    text = obj[text_field]
+    if not isinstance(text, str):
+        return Malformed(
+            where,
+            "text_not_string",
+            f"field '{text_field}' is {type(text).__name__}, not a string",
+            line,
+        )
+    text, _ = fix_surrogates(text)
+    doc_id = obj.get(id_field) if id_field else None
+    doc_id = str(doc_id) if doc_id is not None else made_id
+    return Record(fix_surrogates(doc_id)[0], text, source)
 
 
 def read_parquet(
@@ -219,7 +228,7 @@ def split_on_line(lines: Iterable[str], separator: str) -> Iterator[str]:
         yield piece
 
 
-def _paths_and_label(cfg: Any) -> tuple[list[Path], str]:
+def paths_and_label(cfg: Any) -> tuple[list[Path], str]:
     """The files `download.path` matches, and the `source` value their records get: the file's
     stem, or the folder/glob's, else the source name."""
     paths = expand_paths(cfg.path or "")
@@ -231,17 +240,17 @@ def _paths_and_label(cfg: Any) -> tuple[list[Path], str]:
 
 def read_jsonl_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `jsonl` source: download.path, text_field, id_field."""
-    paths, label = _paths_and_label(cfg)
+    paths, label = paths_and_label(cfg)
     return read_jsonl(paths, cfg.text_field, cfg.id_field, label)
 
 
 def read_parquet_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `parquet` source: download.path, text_field, id_field."""
-    paths, label = _paths_and_label(cfg)
+    paths, label = paths_and_label(cfg)
     return read_parquet(paths, cfg.text_field, cfg.id_field, label)
 
 
 def read_text_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `text` source: download.path, separator."""
-    paths, label = _paths_and_label(cfg)
+    paths, label = paths_and_label(cfg)
     return read_text(paths, cfg.separator, label)

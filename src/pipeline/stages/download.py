@@ -9,21 +9,21 @@ the unit of parallel work for every later stage. Malformed input lines go to `re
 from __future__ import annotations
 
 import difflib
+import functools
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from pipeline.config import bounded, input_path, setting
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import docs_table, part_name, text_bytes, write_table
+from pipeline.io import part_name, write_table
 from pipeline.progress import Progress
 from pipeline.sources import SOURCES, Malformed, Record, hf
-from pipeline.sources.files import expand_paths
+from pipeline.sources.files import expand_paths, paths_and_label
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
+from pipeline.stages.download_split import Parse, read_split, rejected_table, write_part
 
 MAX_EXAMPLES = 5
 
@@ -93,35 +93,67 @@ class _PartWriter:
     def flush(self) -> None:
         if not self.buf:
             return
-        texts = [r.text for r in self.buf]
-        extra = (
-            {"label": pa.array([r.label for r in self.buf], pa.string())} if self.labelled else {}
-        )
-        table = docs_table([r.id for r in self.buf], texts, [r.source for r in self.buf], **extra)
-        rel = part_name(self.num_parts)
-        write_table(self.out_dir / rel, table)
+        rel, nbytes = write_part(self.out_dir, self.num_parts, self.buf, self.labelled)
         self.outputs.append(rel)
         self.num_parts += 1
-        self.bytes_out += text_bytes(texts)
+        self.bytes_out += nbytes
         self.buf = []
 
     def flush_rejected(self) -> None:
         if not self.bad:
             return
-        table = docs_table(
-            [b.where for b in self.bad],
-            [b.raw for b in self.bad],
-            ["download"] * len(self.bad),
-            reasons=pa.array([[b.reason] for b in self.bad], pa.list_(pa.string())),
-        )
         rel = f"rejected/{part_name(self.num_rejected_parts)}"
-        write_table(self.out_dir / rel, table)
+        write_table(self.out_dir / rel, rejected_table(self.bad))
         self.outputs.append(rel)
         self.num_rejected_parts += 1
         self.bad = []
 
 
 def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
+    if cfg.source == "jsonl" and cfg.max_docs is None:
+        return _run_split(cfg, ctx)
+    return _run_serial(cfg, ctx)
+
+
+def _check(cfg: DownloadConfig, docs_in: int, bad: int, first: str | None) -> None:
+    """The stage's errors on what was read: too many malformed records, or no document."""
+    where = str(cfg.path or cfg.hf_path or cfg.source)
+    if docs_in and bad / docs_in > cfg.max_malformed_fraction:
+        raise DataError(
+            where,
+            f"{bad} of {docs_in} records malformed "
+            f"({bad / docs_in:.1%} > download.max_malformed_fraction "
+            f"{cfg.max_malformed_fraction:.1%}); first: {first}",
+        )
+    if docs_in - bad == 0:
+        raise DataError(where, "the source produced no documents")
+
+
+def _run_split(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
+    """JSONL (with no max_docs: the serial reader stops early, this one reads all to count)
+    through executor tasks over byte ranges (download_split)."""
+    paths, label = paths_and_label(cfg)
+    parse = Parse(cfg.text_field, cfg.id_field, label)
+    res = read_split(
+        paths,
+        parse,
+        cfg.docs_per_part,
+        ctx.out_dir,
+        ctx.executor,
+        functools.partial(_check, cfg),
+    )
+    counts = DocCounts(res.docs_in, res.docs_out, dict(res.dropped), res.bytes_in, res.bytes_out)
+    stats: dict[str, Any] = {
+        **setting(cfg, "source"),
+        "num_parts": sum(not o.startswith("rejected/") for o in res.outputs),
+        "docs_per_source": {label: res.docs_out},
+    }
+    if res.examples:
+        stats["malformed_examples"] = res.examples
+    return StageResult(outputs=res.outputs, stats=stats, counts=[counts])
+
+
+def _run_serial(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     writer = _PartWriter(ctx.out_dir, cfg.docs_per_part, SOURCES[cfg.source].labelled)
     dropped: Counter[str] = Counter()
     examples: list[str] = []
@@ -147,17 +179,7 @@ def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
         bar.update(1)
     bar.close()
     bad = sum(dropped.values())
-    if docs_in and bad / docs_in > cfg.max_malformed_fraction:
-        raise DataError(
-            str(cfg.path or cfg.hf_path or cfg.source),
-            f"{bad} of {docs_in} records malformed "
-            f"({bad / docs_in:.1%} > download.max_malformed_fraction "
-            f"{cfg.max_malformed_fraction:.1%}); first: {examples[0]}",
-        )
-    if docs_out == 0:
-        raise DataError(
-            str(cfg.path or cfg.hf_path or cfg.source), "the source produced no documents"
-        )
+    _check(cfg, docs_in, bad, examples[0] if examples else None)
     writer.flush()
     writer.flush_rejected()
     counts = DocCounts(docs_in, docs_out, dict(dropped), bytes_in, writer.bytes_out)
