@@ -328,32 +328,39 @@ def test_split_reader_errors_keep_file_and_line(tmp_path, monkeypatch):
             r".*c\.jsonl:13: bad JSON",
         ):
             _run(path, tmp_path / f"m{split}", 2, split)
-    assert not list((tmp_path / "mTrue").iterdir())  # counted first: nothing written
+    # counted first: no part written, only pass 1's temp files
+    assert [p.name for p in (tmp_path / "mTrue").iterdir()] == [".ranges"]
     utf16 = tmp_path / "w.jsonl"
     utf16.write_bytes('{"text": "x"}\n{"text": "y"}\n'.encode("utf-16"))
     with pytest.raises(DataError, match=r"w\.jsonl: is UTF-16 \(byte-order mark\)"):
         _run(utf16, tmp_path / "u", 2, True)
 
 
-def test_split_reader_write_map_is_recorded_for_resume(tmp_path, monkeypatch):
-    """The part-writing tasks return their files: a crash after some of them lets a re-run
-    reuse those parts and still end with the same bytes."""
+def test_split_reader_maps_are_recorded_for_resume(tmp_path, monkeypatch):
+    """Reading and part-writing tasks return their files: after a crash mid-way through the
+    parts, a re-run reads no range again, rewrites only the unfinished parts and ends with the
+    same bytes as an uninterrupted run."""
     from pipeline.stages import download_split
 
     path = tmp_path / "c.jsonl"
     path.write_bytes(_tricky_bytes())
     monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 100)
-    real = download_split.write_range
-    calls, crash = [], [True]
+    real_read, real_part = download_split.read_range, download_split.gather_part
+    reads, parts, crash = [], [], [True]
 
-    def flaky(job, **kw):
-        calls.append(job[0][0].good_before)
-        if crash and len(calls) == 4:
+    def read(job, **kw):
+        reads.append(job[0])
+        return real_read(job, **kw)
+
+    def part(job, **kw):
+        parts.append(job[0])
+        if crash and len(parts) == 3:
             crash.pop()
             raise OSError("simulated crash")
-        return real(job, **kw)
+        return real_part(job, **kw)
 
-    monkeypatch.setattr(download_split, "write_range", flaky)
+    monkeypatch.setattr(download_split, "read_range", read)
+    monkeypatch.setattr(download_split, "gather_part", part)
     recipe = {
         "download": {
             "source": "jsonl",
@@ -364,12 +371,14 @@ def test_split_reader_write_map_is_recorded_for_resume(tmp_path, monkeypatch):
     }
     with pytest.raises(OSError):
         run_stages(tmp_path / "run", recipe)
-    n_ranges = len(download_split.plan_ranges([path], 100))
-    first = len(calls)
-    calls.clear()
+    assert len(reads) > 3 and parts == [0, 1, 2]
+    reads.clear()
+    parts.clear()
     run_stages(tmp_path / "run", recipe)
-    assert first == 4 and len(calls) == n_ranges - 3  # the three finished: not written again
-    monkeypatch.setattr(download_split, "write_range", real)
+    assert reads == [] and parts[0] == 2 and len(parts) == 11 - 2  # 42 records: 11 parts
+    monkeypatch.undo()
     run_stages(tmp_path / "fresh", recipe)
-    for p in Manifest.load(tmp_path / "fresh").parts("download"):
+    fresh = Manifest.load(tmp_path / "fresh").parts("download")
+    assert len(fresh) == 11
+    for p in fresh:
         assert p.read_bytes() == (tmp_path / "run" / "download" / p.name).read_bytes()

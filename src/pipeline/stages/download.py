@@ -2,8 +2,10 @@
 dataset, toy, python_docs) into Parquet parts of `docs_per_part` documents with columns id, text,
 source (+ label for toy).
 
-Reading is sequential (it is I/O bound and the source order defines the corpus); parts are then
-the unit of parallel work for every later stage. Malformed input lines go to `rejected/`.
+The source order defines the corpus: part k holds documents k·docs_per_part onwards. JSONL
+(without max_docs) is read by executor tasks over byte ranges (download_split: same bytes);
+other sources are read in order in the driver. Parts are then the unit of parallel work for
+every later stage. Malformed input lines go to `rejected/`.
 """
 
 from __future__ import annotations
@@ -103,7 +105,10 @@ class _PartWriter:
         if not self.bad:
             return
         rel = f"rejected/{part_name(self.num_rejected_parts)}"
-        write_table(self.out_dir / rel, rejected_table(self.bad))
+        table = rejected_table(
+            [b.where for b in self.bad], [b.raw for b in self.bad], [b.reason for b in self.bad]
+        )
+        write_table(self.out_dir / rel, table)
         self.outputs.append(rel)
         self.num_rejected_parts += 1
         self.bad = []
@@ -134,23 +139,17 @@ def _run_split(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     through executor tasks over byte ranges (download_split)."""
     paths, label = paths_and_label(cfg)
     parse = Parse(cfg.text_field, cfg.id_field, label)
-    res = read_split(
-        paths,
-        parse,
-        cfg.docs_per_part,
-        ctx.out_dir,
-        ctx.executor,
-        functools.partial(_check, cfg),
-    )
+    check = functools.partial(_check, cfg)
+    outputs, res = read_split(paths, parse, cfg.docs_per_part, ctx.out_dir, ctx.executor, check)
     counts = DocCounts(res.docs_in, res.docs_out, dict(res.dropped), res.bytes_in, res.bytes_out)
     stats: dict[str, Any] = {
         **setting(cfg, "source"),
-        "num_parts": sum(not o.startswith("rejected/") for o in res.outputs),
+        "num_parts": sum(not o.startswith("rejected/") for o in outputs),
         "docs_per_source": {label: res.docs_out},
     }
     if res.examples:
         stats["malformed_examples"] = res.examples
-    return StageResult(outputs=res.outputs, stats=stats, counts=[counts])
+    return StageResult(outputs=outputs, stats=stats, counts=[counts])
 
 
 def _run_serial(cfg: DownloadConfig, ctx: StageContext) -> StageResult:

@@ -1,19 +1,21 @@
 """download, JSONL in parallel: byte ranges read by executor tasks, the same parts as the serial
-reader, byte for byte.
+reader, byte for byte, each line parsed once.
 
-1. `count` (one task per range, skipped when there is one range): parse the range, return its
-   line, record and malformed counts. The driver turns them into each range's first line
-   number, first record number and first malformed number (O(ranges)) and stops the run on too
-   many malformed lines or no documents, before anything is written.
-2. `write` (one task per range, recorded for resume): parse the range again and write the parts
-   whose *first* record lies in it, reading on into the next ranges to finish its last part
-   (at most one part's worth). Part k always holds records k·docs_per_part..., so the parts are
-   the serial reader's whatever the ranges. Each task returns its range's statistics and writes
-   the range's malformed lines to a temp file.
-3. `rejected` (only if there were malformed lines): one task per rejected part gathers its lines
-   from those temp files, which are then removed.
+0. `download lines` (only for ranges that do not start a file): count the range's newlines
+   (bytes.count, ~1 GB/s); the driver turns them into each range's first line number.
+1. `download read` (one task per range): parse the range and append its records, with their
+   final ids, to a temp Arrow file (uncompressed IPC; its malformed lines to another); return
+   the range's statistics and counts. The driver numbers records and malformed lines from the
+   counts (O(ranges)) and stops the run on too many malformed lines or no documents, before any
+   part is written.
+2. `download write`: one task per part k gathers records k·docs_per_part... from the one or two
+   temp files that hold them and writes the part; `download rejected` likewise for `rejected/`.
+   The temp files are then removed.
 
-The driver holds O(ranges) numbers; workers one range's read buffer and one part.
+A single range (one file on one worker) skips the temp files: one task writes its parts as the
+serial reader does. The driver holds O(ranges + parts) numbers; a worker one batch of records
+(pass 1) or one part (pass 2). Every map that writes files returns {"outputs": ...}, so all are
+recorded for part-level resume.
 """
 
 from __future__ import annotations
@@ -21,24 +23,26 @@ from __future__ import annotations
 import bisect
 import functools
 import shutil
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from pipeline.io import docs_table, part_name, read_table, text_bytes, write_table
+from pipeline.io import docs_table, part_name, temp_path, text_bytes, write_table
 from pipeline.sources.files import parse_jsonl_line
-from pipeline.sources.ranges import ByteRange, plan_ranges, range_lines
+from pipeline.sources.ranges import READ_BYTES, ByteRange, plan_ranges, range_lines
 from pipeline.sources.records import Malformed, Record
 
 MAX_EXAMPLES = 5
-MIN_RANGE_BYTES = 8 << 20  # smaller ranges cost more in re-read part tails than they gain
+MIN_RANGE_BYTES = 8 << 20  # below this a task's start-up costs more than its work
 MAX_RANGE_BYTES = 128 << 20  # bounds one task's work, so retries and resume stay cheap
 RANGES_PER_WORKER = 4  # enough ranges to keep every worker busy despite uneven ranges
-BAD_DIR = ".malformed"  # temp folder of each range's malformed lines, removed at the end
+BATCH_ROWS = 2048  # records per batch appended to a temp file (bounds a reading task's memory)
+TEMP_DIR = ".ranges"  # temp Arrow files of pass 1, removed at the end
+
+GOOD_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
+BAD_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("reason", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,8 @@ class Parse:
 
 @dataclass(frozen=True)
 class Span:
-    """A range and where it sits in the whole input."""
-
     rng: ByteRange
     first_line: int  # the line number of its first line in its file
-    good_before: int  # records in all earlier ranges
-    bad_before: int  # malformed lines in all earlier ranges
 
 
 def target_bytes(total: int, workers: int) -> int:
@@ -68,119 +68,27 @@ def target_bytes(total: int, workers: int) -> int:
     return min(MAX_RANGE_BYTES, max(MIN_RANGE_BYTES, share))
 
 
-def items(span: Span, parse: Parse) -> Iterator[Record | Malformed]:
+def items(span: Span, parse: Parse):
     """The range's records and malformed lines in order, numbered as the serial reader does."""
     path = Path(span.rng.path)
     name = path.name
+    tf, idf, src = parse.text_field, parse.id_field, parse.source
     for lineno, raw in enumerate(range_lines(span.rng), start=span.first_line):
-        item = parse_jsonl_line(
-            raw,
-            f"{path}:{lineno}",
-            f"{name}:{lineno}",
-            parse.text_field,
-            parse.id_field,
-            parse.source,
-        )
+        item = parse_jsonl_line(raw, f"{path}:{lineno}", f"{name}:{lineno}", tf, idf, src)
         if item is not None:
             yield item
 
 
-# ---------------------------------------------------------------- pass 1: counts
-
-
-def count_range(rng: ByteRange, parse: Parse) -> dict[str, Any]:
-    """Lines, records and malformed lines of one range (and its first malformed line)."""
-    lines = good = bad = 0
-    first_bad: list[Any] | None = None
-    for lines, raw in enumerate(range_lines(rng), start=1):
-        item = parse_jsonl_line(raw, "", "", parse.text_field, parse.id_field, parse.source)
-        if item is None:
-            continue
-        if isinstance(item, Malformed):
-            bad += 1
-            if first_bad is None:
-                first_bad = [lines, item.detail]
-        else:
-            good += 1
-    return {"lines": lines, "good": good, "bad": bad, "first_bad": first_bad}
-
-
-# ---------------------------------------------------------------- pass 2: parts
-
-
-def write_part(out_dir: Path, index: int, recs: list[Record], labelled: bool) -> tuple[str, int]:
-    """Part `index` of the records (the serial writer's code too); (its name, text bytes)."""
-    texts = [r.text for r in recs]
-    extra = {"label": pa.array([r.label for r in recs], pa.string())} if labelled else {}
-    table = docs_table([r.id for r in recs], texts, [r.source for r in recs], **extra)
-    rel = part_name(index)
-    write_table(out_dir / rel, table)
-    return rel, text_bytes(texts)
-
-
-def rejected_table(bad: list[Malformed]) -> pa.Table:
-    return docs_table(
-        [b.where for b in bad],
-        [b.raw for b in bad],
-        ["download"] * len(bad),
-        reasons=pa.array([[b.reason] for b in bad], pa.list_(pa.string())),
-    )
-
-
-def write_range(job: tuple[list[Span], int, int | None], out_dir: str, size: int, parse: Parse):
-    """Write the parts that start in spans[0] (reading on into spans[1:] to finish the last
-    one) and spans[0]'s malformed lines; return spans[0]'s statistics. `own` is spans[0]'s
-    record count and `total` all records (None: spans[0] is the only range)."""
-    spans, own, total = job
-    out = Path(out_dir)
-    g0 = spans[0].good_before
-    first_part = -(-g0 // size)
-    end = None if total is None else min(total, ((g0 + own - 1) // size + 1) * size)
-    stats = RangeStats()
-    outputs: list[str] = []
-    buf: list[Record] = []
-    bad: list[Malformed] = []
-    gi = g0  # global number of the next record
-    for i, span in enumerate(spans):
-        if i > 0 and (end is None or gi >= end or first_part * size >= g0 + own):
-            break
-        for item in items(span, parse):
-            if i == 0:
-                stats.add(item)
-            if isinstance(item, Malformed):
-                if i == 0:
-                    bad.append(item)
-                continue
-            if gi >= first_part * size and (end is None or gi < end):
-                buf.append(item)
-                if len(buf) == size or (end is not None and gi == end - 1):
-                    rel, nbytes = write_part(out, gi // size, buf, False)
-                    outputs.append(rel)
-                    stats.bytes_out += nbytes
-                    buf = []
-            gi += 1
-            if i > 0 and end is not None and gi >= end:
-                break
-    if buf:  # the one range: its last part
-        assert total is None, "a range job must reach the end of its last part"
-        rel, nbytes = write_part(out, (gi - 1) // size, buf, False)
-        outputs.append(rel)
-        stats.bytes_out += nbytes
-    bad_file = None
-    if bad:
-        bad_file = f"{BAD_DIR}/{part_name(spans[0].bad_before, '')}-{len(bad)}.parquet"
-        write_table(out / bad_file, rejected_table(bad))
-        outputs.append(bad_file)
-    return {"outputs": outputs, "stats": stats.as_dict(), "bad_file": bad_file}
-
-
+@dataclass
 class RangeStats:
-    """The serial loop's counters, for one range."""
+    """The serial loop's counters, for one range (or the whole input, summed in order)."""
 
-    def __init__(self) -> None:
-        self.docs_in = self.docs_out = self.bytes_in = self.bytes_out = 0
-        self.dropped: dict[str, int] = {}
-        self.examples: list[str] = []
+    docs_in: int = 0
+    docs_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # first-seen order, as serial
+    examples: list[str] = field(default_factory=list)
 
     def add(self, item: Record | Malformed) -> None:
         self.docs_in += 1
@@ -193,73 +101,231 @@ class RangeStats:
         self.bytes_in += len(item.text.encode("utf-8"))
         self.docs_out += 1
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "docs_in": self.docs_in,
-            "docs_out": self.docs_out,
-            "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out,
-            "dropped": self.dropped,
-            "examples": self.examples,
-        }
+    def merge(self, other: RangeStats) -> None:
+        self.docs_in += other.docs_in
+        self.docs_out += other.docs_out
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
+        for reason, n in other.dropped.items():
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+        self.examples.extend(other.examples[: MAX_EXAMPLES - len(self.examples)])
 
 
-# ---------------------------------------------------------------- pass 3: rejected parts
+# ---------------------------------------------------------------- parts (both paths)
 
 
-def write_rejected(job: tuple[int, list[tuple[str, int, int]]], out_dir: str) -> dict[str, Any]:
-    """Rejected part `index` from slices (temp file, first row, rows) of the ranges' files."""
+def write_part(out_dir: Path, index: int, recs: list[Record], labelled: bool) -> tuple[str, int]:
+    """Part `index` of the records (the serial writer's code too); (its name, text bytes)."""
+    labels = [r.label for r in recs] if labelled else None
+    return write_docs(
+        out_dir,
+        index,
+        [r.id for r in recs],
+        [r.text for r in recs],
+        [r.source for r in recs],
+        labels,
+    )
+
+
+def write_docs(
+    out_dir: Path,
+    index: int,
+    ids: list[str],
+    texts: list[str],
+    sources: list[str],
+    labels: list[str | None] | None = None,
+) -> tuple[str, int]:
+    extra = {"label": pa.array(labels, pa.string())} if labels is not None else {}
+    rel = part_name(index)
+    write_table(out_dir / rel, docs_table(ids, texts, sources, **extra))
+    return rel, text_bytes(texts)
+
+
+def rejected_table(where: list[str], raw: list[str], reasons: list[str]) -> pa.Table:
+    return docs_table(
+        where,
+        raw,
+        ["download"] * len(where),
+        reasons=pa.array([[r] for r in reasons], pa.list_(pa.string())),
+    )
+
+
+# ---------------------------------------------------------------- pass 0: line numbers
+
+
+def count_newlines(rng: ByteRange) -> int:
+    assert rng.end is not None
+    n = 0
+    with open(rng.path, "rb") as f:
+        f.seek(rng.start)
+        left = rng.end - rng.start
+        while left > 0 and (block := f.read(min(READ_BYTES, left))):
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
+
+
+# ---------------------------------------------------------------- pass 1: read
+
+
+class _Sink:
+    """Appends rows to a temp Arrow IPC file in batches; created on the first row."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path, self.schema = path, schema
+        self.cols: list[list] = [[] for _ in schema]
+        self.rows = 0
+        self._tmp: Path | None = None
+        self._writer: Any = None
+
+    def add(self, *values: Any) -> None:
+        for col, v in zip(self.cols, values, strict=True):
+            col.append(v)
+        self.rows += 1
+        if len(self.cols[0]) >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.cols[0]:
+            return
+        if self._writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = temp_path(self.path)
+            self._writer = pa.ipc.new_file(str(self._tmp), self.schema)
+        batch = pa.record_batch(
+            [pa.array(c, f.type) for c, f in zip(self.cols, self.schema, strict=True)],
+            schema=self.schema,
+        )
+        self._writer.write_batch(batch)
+        self.cols = [[] for _ in self.schema]
+
+    def close(self) -> bool:
+        """Finish the file (renamed into place); whether there is one."""
+        self._flush()
+        if self._writer is None:
+            return False
+        self._writer.close()
+        assert self._tmp is not None
+        self._tmp.replace(self.path)
+        return True
+
+
+def read_range(job: tuple[int, Span], out_dir: str, parse: Parse) -> dict[str, Any]:
+    """Parse one range into temp files of its records and malformed lines; its statistics."""
+    index, span = job
+    out = Path(out_dir)
+    good_rel, bad_rel = f"{TEMP_DIR}/{index:06d}-good.arrow", f"{TEMP_DIR}/{index:06d}-bad.arrow"
+    good, bad = _Sink(out / good_rel, GOOD_SCHEMA), _Sink(out / bad_rel, BAD_SCHEMA)
+    stats = RangeStats()
+    for item in items(span, parse):
+        stats.add(item)
+        if isinstance(item, Malformed):
+            bad.add(item.where, item.raw, item.reason)
+        else:
+            good.add(item.id, item.text)
+    outputs = [rel for rel, sink in ((good_rel, good), (bad_rel, bad)) if sink.close()]
+    return {"outputs": outputs, "stats": stats, "good": good.rows, "bad": bad.rows}
+
+
+# ---------------------------------------------------------------- pass 2: parts from temp files
+
+
+def _rows(out: Path, slices: list[tuple[str, int, int]], columns: list[str]) -> list[list]:
+    cols: list[list] = [[] for _ in columns]
+    for rel, row, n in slices:
+        with pa.memory_map(str(out / rel)) as src:
+            t = pa.ipc.open_file(src).read_all().slice(row, n)
+            for c, name in zip(cols, columns, strict=True):
+                c.extend(t.column(name).to_pylist())
+    return cols
+
+
+def gather_part(job: tuple[int, list[tuple[str, int, int]]], out_dir: str, source: str):
+    """Part `index` from slices (temp file, first row, rows) of pass 1's record files."""
     index, slices = job
     out = Path(out_dir)
-    cols: dict[str, list] = {"id": [], "text": [], "reasons": []}
-    for rel, row, n in slices:
-        t = read_table(out / rel).slice(row, n)
-        for c in cols:
-            cols[c].extend(t.column(c).to_pylist())
-    table = docs_table(
-        cols["id"],
-        cols["text"],
-        ["download"] * len(cols["id"]),
-        reasons=pa.array(cols["reasons"], pa.list_(pa.string())),
-    )
+    ids, texts = _rows(out, slices, ["id", "text"])
+    rel, nbytes = write_docs(out, index, ids, texts, [source] * len(ids))
+    return {"outputs": [rel], "bytes": nbytes}
+
+
+def gather_rejected(job: tuple[int, list[tuple[str, int, int]]], out_dir: str):
+    """Rejected part `index` from slices of pass 1's malformed-line files."""
+    index, slices = job
+    out = Path(out_dir)
+    where, raw, reasons = _rows(out, slices, ["id", "text", "reason"])
     rel = f"rejected/{part_name(index)}"
-    write_table(out / rel, table)
+    write_table(out / rel, rejected_table(where, raw, reasons))
     return {"outputs": [rel]}
 
 
-def rejected_jobs(
-    bad_files: list[tuple[str, int, int]], total_bad: int, size: int
+def slice_jobs(
+    files: list[tuple[str, int, int]], total: int, size: int
 ) -> list[tuple[int, list[tuple[str, int, int]]]]:
-    """(part index, slices) per rejected part; bad_files = (file, first bad number, rows)."""
-    starts = [b for _, b, _ in bad_files]
+    """(part index, [(file, first row, rows)]) per part of `size` rows over the concatenation
+    of `files` = [(file, number of its first row overall, rows)] in order."""
+    starts = [first for _, first, _ in files]
     jobs = []
-    for index, lo in enumerate(range(0, total_bad, size)):
-        hi = min(lo + size, total_bad)
+    for index, lo in enumerate(range(0, total, size)):
+        hi = min(lo + size, total)
         slices = []
         f = bisect.bisect_right(starts, lo) - 1
         at = lo
         while at < hi:
-            rel, first, n = bad_files[f]
+            rel, first, n = files[f]
             take = min(hi, first + n) - at
-            slices.append((rel, at - first, take))
-            at += take
+            if take > 0:
+                slices.append((rel, at - first, take))
+            at += max(take, 0)
             f += 1
         jobs.append((index, slices))
     return jobs
 
 
+# ---------------------------------------------------------------- one range: no temp files
+
+
+def write_single(span: Span, out_dir: str, size: int, parse: Parse) -> dict[str, Any]:
+    """The one range: parts written as they fill, as the serial reader does."""
+    out = Path(out_dir)
+    stats = RangeStats()
+    outputs: list[str] = []
+    buf: list[Record] = []
+    bad: list[Malformed] = []
+    parts = rejected = 0
+    for item in items(span, parse):
+        stats.add(item)
+        if isinstance(item, Malformed):
+            bad.append(item)
+            if len(bad) == size:
+                outputs.append(_write_bad(out, rejected, bad))
+                rejected, bad = rejected + 1, []
+            continue
+        buf.append(item)
+        if len(buf) == size:
+            rel, nbytes = write_part(out, parts, buf, False)
+            outputs.append(rel)
+            stats.bytes_out += nbytes
+            parts, buf = parts + 1, []
+    if buf:
+        rel, nbytes = write_part(out, parts, buf, False)
+        outputs.append(rel)
+        stats.bytes_out += nbytes
+    if bad:
+        outputs.append(_write_bad(out, rejected, bad))
+    return {"outputs": outputs, "stats": stats}
+
+
+def _write_bad(out: Path, index: int, bad: list[Malformed]) -> str:
+    rel = f"rejected/{part_name(index)}"
+    write_table(
+        out / rel,
+        rejected_table([b.where for b in bad], [b.raw for b in bad], [b.reason for b in bad]),
+    )
+    return rel
+
+
 # ---------------------------------------------------------------- driver
-
-
-@dataclass
-class SplitResult:
-    outputs: list[str]
-    docs_in: int
-    docs_out: int
-    bytes_in: int
-    bytes_out: int
-    dropped: Counter[str]
-    examples: list[str]
 
 
 def read_split(
@@ -269,72 +335,56 @@ def read_split(
     out_dir: Path,
     executor: Any,
     check: Any,
-    target: int | None = None,
-) -> SplitResult:
-    """Write the download parts of the JSONL `paths` with `executor`'s tasks. `check(docs_in,
-    bad, first_example)` raises the serial stage's errors (too many malformed lines, nothing
-    read); it runs before anything is written when the counts are known first."""
-    if target is None:
-        total_bytes = sum(p.stat().st_size for p in paths if p.is_file())
-        target = target_bytes(total_bytes, executor.workers)
-    ranges = plan_ranges(paths, target)
-    spans, goods, total = _number(ranges, parse, executor, check)
-    jobs = []
-    for r, span in enumerate(spans):
-        last, g0 = r, span.good_before
-        if total is not None and -(-g0 // size) * size < g0 + goods[r]:
-            # a part starts in r: the ranges up to the one holding its last part's end
-            g_end = min(total, ((g0 + goods[r] - 1) // size + 1) * size)
-            while last + 1 < len(spans) and spans[last + 1].good_before < g_end:
-                last += 1
-        jobs.append((spans[r : last + 1], goods[r], total))
-    fn = functools.partial(write_range, out_dir=str(out_dir), size=size, parse=parse)
-    results = executor.map(fn, jobs, "download write") if jobs else []
-    res = SplitResult([], 0, 0, 0, 0, Counter(), [])
-    bad_files = []
-    for span, r in zip(spans, results, strict=True):
-        st = r["stats"]
-        res.docs_in += st["docs_in"]
-        res.docs_out += st["docs_out"]
-        res.bytes_in += st["bytes_in"]
-        res.bytes_out += st["bytes_out"]
-        res.dropped.update(st["dropped"])  # in first-seen order, as the serial loop's
-        res.examples.extend(st["examples"][: MAX_EXAMPLES - len(res.examples)])
-        res.outputs.extend(o for o in r["outputs"] if not o.startswith(BAD_DIR))
-        if r["bad_file"]:
-            bad_files.append((r["bad_file"], span.bad_before, st["docs_in"] - st["docs_out"]))
-    bad = sum(res.dropped.values())
-    check(res.docs_in, bad, res.examples[0] if res.examples else None)
+) -> tuple[list[str], RangeStats]:
+    """Write the download parts of the JSONL `paths` with `executor`'s tasks; (outputs, stats).
+    `check(docs_in, bad, first_example)` raises the serial stage's errors (too many malformed
+    lines, nothing read) before any part is written."""
+    total_bytes = sum(p.stat().st_size for p in paths if p.is_file())
+    ranges = plan_ranges(paths, target_bytes(total_bytes, executor.workers))
+    spans = _spans(ranges, executor)
+    if len(spans) <= 1:  # one file on one worker: no temp files
+        fn = functools.partial(write_single, out_dir=str(out_dir), size=size, parse=parse)
+        results = executor.map(fn, spans, "download write")
+        stats = results[0]["stats"] if results else RangeStats()
+        check(stats.docs_in, stats.docs_in - stats.docs_out, _first(stats))
+        return (results[0]["outputs"] if results else []), stats
+    fn = functools.partial(read_range, out_dir=str(out_dir), parse=parse)
+    results = executor.map(fn, list(enumerate(spans)), "download read")
+    stats = RangeStats()
+    good_files, bad_files = [], []
+    for i, r in enumerate(results):
+        if r["good"]:
+            good_files.append((f"{TEMP_DIR}/{i:06d}-good.arrow", stats.docs_out, r["good"]))
+        bad_before = stats.docs_in - stats.docs_out
+        if r["bad"]:
+            bad_files.append((f"{TEMP_DIR}/{i:06d}-bad.arrow", bad_before, r["bad"]))
+        stats.merge(r["stats"])
+    bad = stats.docs_in - stats.docs_out
+    check(stats.docs_in, bad, _first(stats))
+    fn = functools.partial(gather_part, out_dir=str(out_dir), source=parse.source)
+    parts = executor.map(fn, slice_jobs(good_files, stats.docs_out, size), "download write")
+    stats.bytes_out = sum(p["bytes"] for p in parts)
+    outputs = [o for p in parts for o in p["outputs"]]
     if bad:
-        fn = functools.partial(write_rejected, out_dir=str(out_dir))
-        for r in executor.map(fn, rejected_jobs(bad_files, bad, size), "download rejected"):
-            res.outputs.extend(r["outputs"])
-    shutil.rmtree(out_dir / BAD_DIR, ignore_errors=True)
-    res.outputs.sort(key=lambda o: (o.startswith("rejected/"), o))
-    return res
+        fn = functools.partial(gather_rejected, out_dir=str(out_dir))
+        for r in executor.map(fn, slice_jobs(bad_files, bad, size), "download rejected"):
+            outputs.extend(r["outputs"])
+    shutil.rmtree(out_dir / TEMP_DIR, ignore_errors=True)
+    return outputs, stats
 
 
-def _number(
-    ranges: list[ByteRange], parse: Parse, executor: Any, check: Any
-) -> tuple[list[Span], list[int], int | None]:
-    """Spans with their first line, record and malformed numbers, each range's record count and
-    the total (None, counts unknown: a single range is written without counting first)."""
-    if len(ranges) <= 1:
-        return [Span(r, 1, 0, 0) for r in ranges], [0] * len(ranges), None
-    fn = functools.partial(count_range, parse=parse)
-    counts = executor.map(fn, ranges, "download count")
-    spans, goods = [], []
-    line = {r.path: 1 for r in ranges}
-    good = bad = 0
-    first = None
-    for rng, c in zip(ranges, counts, strict=True):
-        spans.append(Span(rng, line[rng.path], good, bad))
-        goods.append(c["good"])
-        if first is None and c["first_bad"] is not None:
-            lineno, detail = c["first_bad"]
-            first = f"{rng.path}:{line[rng.path] + lineno - 1}: {detail}"
-        line[rng.path] += c["lines"]
-        good += c["good"]
-        bad += c["bad"]
-    check(good + bad, bad, first)
-    return spans, goods, good
+def _first(stats: RangeStats) -> str | None:
+    return stats.examples[0] if stats.examples else None
+
+
+def _spans(ranges: list[ByteRange], executor: Any) -> list[Span]:
+    """Each range with its first line number: newlines counted in tasks for ranges that do not
+    start their file (a compressed file is always one range, starting at line 1)."""
+    before = [a for a, b in zip(ranges, ranges[1:], strict=False) if b.start > 0]
+    counts = dict(zip(before, executor.map(count_newlines, before, "download lines"), strict=True))
+    spans, line = [], 1
+    for rng in ranges:
+        line = 1 if rng.start == 0 else line
+        spans.append(Span(rng, line))
+        line += counts.get(rng, 0)
+    return spans

@@ -1,0 +1,99 @@
+"""Download stage throughput on a generated JSONL: the serial reader (main's, in the driver) vs
+the byte-range reader (executor tasks), 1 and 2 local workers, medians of --repeats runs,
+interleaved so machine load hits every configuration alike. Every run's parts must have the
+same sha256s (the byte-identity check on real text).
+
+    PYTHONPATH=src python benchmarks/bench_download.py --mb 200 --repeats 3
+
+The corpus is bench_scale's (real text from /work/shared/corpora, perturbed copies), written to
+a temp folder, never into the repo. Results: outputs/benchmarks/download.json (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_scale import make_corpus  # noqa: E402
+
+from pipeline.executor import Executor  # noqa: E402
+from pipeline.stage import StageContext  # noqa: E402
+from pipeline.stages import download  # noqa: E402
+
+OUT = ROOT / "outputs" / "benchmarks" / "download.json"
+CONFIGS = [("serial", 1), ("serial", 2), ("split", 1), ("split", 2)]
+
+
+def run_once(path: Path, out: Path, reader: str, workers: int, docs_per_part: int) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    cfg = download.DownloadConfig(source="jsonl", path=str(path), docs_per_part=docs_per_part)
+    fn = download._run_split if reader == "split" else download._run_serial
+    with Executor(workers) as ex:
+        ctx = StageContext("download", out.parent, out, 0, {}, None, ex, progress=False)
+        ex.map(abs, [1, 2], "warm")  # start the pool outside the timing
+        t0 = time.perf_counter()
+        res = fn(cfg, ctx)
+        seconds = time.perf_counter() - t0
+    digest = hashlib.sha256()
+    for rel in sorted(res.outputs):
+        digest.update(rel.encode() + (out / rel).read_bytes())
+    return {"seconds": seconds, "sha256": digest.hexdigest(), "parts": len(res.outputs)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=200.0, help="text megabytes in the corpus")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--docs-per-part", type=int, default=5000)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="bench-download-") as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        info = make_corpus(corpus, args.mb)
+        file_mb = corpus.stat().st_size / 1e6
+        runs: dict[str, list[dict]] = {f"{r}-{w}": [] for r, w in CONFIGS}
+        run_once(corpus, Path(tmp) / "out", "serial", 1, args.docs_per_part)  # warm caches
+        for rep in range(args.repeats):
+            for reader, workers in CONFIGS:
+                r = run_once(corpus, Path(tmp) / "out", reader, workers, args.docs_per_part)
+                runs[f"{reader}-{workers}"].append(r)
+                print(f"rep {rep} {reader:6s} w={workers}: {r['seconds']:6.2f} s", flush=True)
+    digests = {r["sha256"] for rs in runs.values() for r in rs}
+    table = {}
+    for name, rs in runs.items():
+        med = statistics.median(r["seconds"] for r in rs)
+        table[name] = {
+            "median_s": round(med, 3),
+            "runs_s": [round(r["seconds"], 3) for r in rs],
+            "file_mb_per_s": round(file_mb / med, 2),
+        }
+    result = {
+        "corpus": {**info, "file_mb": round(file_mb, 1), "docs_per_part": args.docs_per_part},
+        "configs": table,
+        "speedup_split2_vs_serial1": round(
+            table["serial-1"]["median_s"] / table["split-2"]["median_s"], 3
+        ),
+        "all_outputs_identical": len(digests) == 1,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0 if len(digests) == 1 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
