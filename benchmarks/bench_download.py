@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import shutil
 import statistics
 import sys
@@ -27,7 +28,6 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_scale import make_corpus  # noqa: E402
-
 from pipeline.executor import Executor  # noqa: E402
 from pipeline.stage import StageContext  # noqa: E402
 from pipeline.stages import download  # noqa: E402
@@ -44,13 +44,34 @@ def run_once(path: Path, out: Path, reader: str, workers: int, docs_per_part: in
     with Executor(workers) as ex:
         ctx = StageContext("download", out.parent, out, 0, {}, None, ex, progress=False)
         ex.map(abs, [1, 2], "warm")  # start the pool outside the timing
+        pool = list(getattr(ex._pool, "_processes", {}) or {}) if ex._pool else []
+        w0, c0 = _cpu(pool), time.process_time()
         t0 = time.perf_counter()
         res = fn(cfg, ctx)
         seconds = time.perf_counter() - t0
+        driver_cpu, worker_cpu = time.process_time() - c0, _cpu(pool) - w0
     digest = hashlib.sha256()
     for rel in sorted(res.outputs):
         digest.update(rel.encode() + (out / rel).read_bytes())
-    return {"seconds": seconds, "sha256": digest.hexdigest(), "parts": len(res.outputs)}
+    return {
+        "seconds": seconds,
+        "driver_cpu_s": driver_cpu,
+        "worker_cpu_s": worker_cpu,
+        "sha256": digest.hexdigest(),
+        "parts": len(res.outputs),
+    }
+
+
+def _cpu(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -71,15 +92,25 @@ def main() -> int:
             for reader, workers in CONFIGS:
                 r = run_once(corpus, Path(tmp) / "out", reader, workers, args.docs_per_part)
                 runs[f"{reader}-{workers}"].append(r)
-                print(f"rep {rep} {reader:6s} w={workers}: {r['seconds']:6.2f} s", flush=True)
+                print(
+                    f"rep {rep} {reader:6s} w={workers}: {r['seconds']:6.2f} s wall, "
+                    f"driver {r['driver_cpu_s']:.2f} + workers {r['worker_cpu_s']:.2f} CPU-s",
+                    flush=True,
+                )
     digests = {r["sha256"] for rs in runs.values() for r in rs}
     table = {}
     for name, rs in runs.items():
         med = statistics.median(r["seconds"] for r in rs)
+        drv = statistics.median(r["driver_cpu_s"] for r in rs)
+        cpu = statistics.median(r["driver_cpu_s"] + r["worker_cpu_s"] for r in rs)
         table[name] = {
             "median_s": round(med, 3),
             "runs_s": [round(r["seconds"], 3) for r in rs],
             "file_mb_per_s": round(file_mb / med, 2),
+            "driver_cpu_s": round(drv, 3),
+            "total_cpu_s": round(cpu, 3),
+            "driver_mb_per_cpu_s": round(file_mb / drv, 1) if drv else None,
+            "mb_per_cpu_s": round(file_mb / cpu, 2),
         }
     result = {
         "corpus": {**info, "file_mb": round(file_mb, 1), "docs_per_part": args.docs_per_part},

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.io import docs_table, part_name, temp_path, text_bytes, write_table
 from pipeline.sources.files import parse_jsonl_line
@@ -241,11 +242,27 @@ def _rows(out: Path, slices: list[tuple[str, int, int]], columns: list[str]) -> 
 
 
 def gather_part(job: tuple[int, list[tuple[str, int, int]]], out_dir: str, source: str):
-    """Part `index` from slices (temp file, first row, rows) of pass 1's record files."""
+    """Part `index` from slices (temp file, first row, rows) of pass 1's record files. Built
+    from the Arrow columns directly (no Python strings): the same table, the same bytes."""
     index, slices = job
     out = Path(out_dir)
-    ids, texts = _rows(out, slices, ["id", "text"])
-    rel, nbytes = write_docs(out, index, ids, texts, [source] * len(ids))
+    chunks: dict[str, list[pa.Array]] = {"id": [], "text": []}
+    maps = [pa.memory_map(str(out / rel)) for rel, _, _ in slices]
+    try:
+        for src, (_, row, n) in zip(maps, slices, strict=True):
+            t = pa.ipc.open_file(src).read_all().slice(row, n)
+            for name, c in chunks.items():
+                c.extend(t.column(name).chunks)
+        ids, texts = (pa.concat_arrays(chunks[c]) for c in ("id", "text"))  # copies
+    finally:
+        for src in maps:
+            src.close()
+    table = pa.table(
+        {"id": ids, "text": texts, "source": pa.array([source] * len(ids), pa.string())}
+    )
+    rel = part_name(index)
+    write_table(out / rel, table)
+    nbytes = pc.sum(pc.binary_length(texts)).as_py() or 0  # = text_bytes: valid UTF-8 here
     return {"outputs": [rel], "bytes": nbytes}
 
 
