@@ -179,11 +179,14 @@ class _Sink:
         self._tmp: Path | None = None
         self._writer: Any = None
 
-    def add(self, *values: Any) -> None:
-        for col, v in zip(self.cols, values, strict=True):
-            col.append(v)
+    def add(self, a: str, b: str, c: str | None = None) -> None:
+        cols = self.cols  # called per record: no zip, no *args
+        cols[0].append(a)
+        cols[1].append(b)
+        if c is not None:
+            cols[2].append(c)
         self.rows += 1
-        if len(self.cols[0]) >= BATCH_ROWS:
+        if len(cols[0]) >= BATCH_ROWS:
             self._flush()
 
     def _flush(self) -> None:
