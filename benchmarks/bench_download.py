@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +37,9 @@ OUT = ROOT / "outputs" / "benchmarks" / "download.json"
 CONFIGS = [("serial", 1), ("serial", 2), ("split", 1), ("split", 2)]
 
 
-def run_once(path: Path, out: Path, reader: str, workers: int, docs_per_part: int) -> dict:
+def run_once(
+    path: Path, out: Path, reader: str, workers: int, docs_per_part: int, trace: bool = False
+) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     cfg = download.DownloadConfig(source="jsonl", path=str(path), docs_per_part=docs_per_part)
@@ -46,9 +49,13 @@ def run_once(path: Path, out: Path, reader: str, workers: int, docs_per_part: in
         ex.map(_warm, range(4 * workers), "warm")  # start the pool, imports, outside the timing
         pool = list(getattr(ex._pool, "_processes", {}) or {}) if ex._pool else []
         w0, c0 = _cpu(pool), time.process_time()
+        if trace:  # the driver's Python/numpy allocations (not Arrow buffers): slow, separate
+            tracemalloc.start()
         t0 = time.perf_counter()
         res = fn(cfg, ctx)
         seconds = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1] if trace else None
+        tracemalloc.stop()
         driver_cpu, worker_cpu = time.process_time() - c0, _cpu(pool) - w0
     digest = hashlib.sha256()
     for rel in sorted(res.outputs):
@@ -59,6 +66,8 @@ def run_once(path: Path, out: Path, reader: str, workers: int, docs_per_part: in
         "worker_cpu_s": worker_cpu,
         "sha256": digest.hexdigest(),
         "parts": len(res.outputs),
+        "driver_traced_peak_mb": None if peak is None else round(peak / 1e6, 2),
+        "docs": res.counts[0].docs_in,
     }
 
 
@@ -86,12 +95,29 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--docs-per-part", type=int, default=5000)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--trace-only", action="store_true", help="only the tracemalloc runs")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="bench-download-") as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         info = make_corpus(corpus, args.mb)
         file_mb = corpus.stat().st_size / 1e6
+        traced = {
+            f"{r}-{w}": run_once(corpus, Path(tmp) / "out", r, w, args.docs_per_part, True)
+            for r, w in (("serial", 1), ("split", 2))
+        }
+        for name, r in traced.items():
+            print(f"traced {name}: driver peak {r['driver_traced_peak_mb']} MB", flush=True)
+        if args.trace_only:
+            traced_only = {
+                k: {"docs": v["docs"], "driver_traced_peak_mb": v["driver_traced_peak_mb"]}
+                for k, v in traced.items()
+            }
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(
+                json.dumps({"corpus": info, "traced": traced_only}, indent=2) + "\n"
+            )
+            return 0
         runs: dict[str, list[dict]] = {f"{r}-{w}": [] for r, w in CONFIGS}
         run_once(corpus, Path(tmp) / "out", "serial", 1, args.docs_per_part)  # warm caches
         for rep in range(args.repeats):
@@ -103,7 +129,7 @@ def main() -> int:
                     f"driver {r['driver_cpu_s']:.2f} + workers {r['worker_cpu_s']:.2f} CPU-s",
                     flush=True,
                 )
-    digests = {r["sha256"] for rs in runs.values() for r in rs}
+    digests = {r["sha256"] for rs in [*runs.values(), traced.values()] for r in rs}
     table = {}
     for name, rs in runs.items():
         med = statistics.median(r["seconds"] for r in rs)
@@ -125,6 +151,10 @@ def main() -> int:
             table["serial-1"]["median_s"] / table["split-2"]["median_s"], 3
         ),
         "all_outputs_identical": len(digests) == 1,
+        "traced": {
+            k: {"docs": v["docs"], "driver_traced_peak_mb": v["driver_traced_peak_mb"]}
+            for k, v in traced.items()
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
