@@ -291,12 +291,11 @@ def slice_jobs(
         slices = []
         f = bisect.bisect_right(starts, lo) - 1
         at = lo
-        while at < hi:
+        while at < hi:  # files hold >= 1 row each: every step takes some
             rel, first, n = files[f]
             take = min(hi, first + n) - at
-            if take > 0:
-                slices.append((rel, at - first, take))
-            at += max(take, 0)
+            slices.append((rel, at - first, take))
+            at += take
             f += 1
         jobs.append((index, slices))
     return jobs
