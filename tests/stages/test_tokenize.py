@@ -10,7 +10,7 @@ import pytest
 
 from helpers import make_recipe, run_stages
 from pipeline.errors import DataError, RecipeError
-from pipeline.stages.tokenize import train_quota
+from pipeline.stages.tokenize import part_train_sizes, quota_from_totals, train_quota
 from pipeline.tokenizer import load
 
 TOK = {"vocab_size": 600, "heldout_fraction": 0.1}
@@ -138,6 +138,37 @@ def test_train_quota_caps_in_part_order():
     assert train_quota(sizes, None, None) == [3, 2]
     assert train_quota(sizes, 4, None) == [3, 1]
     assert train_quota(sizes, None, 25) == [2, 0]
+
+
+def test_quota_from_totals_equals_the_per_document_quota():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        sizes = [rng.integers(1, 20, rng.integers(0, 6)) for _ in range(rng.integers(0, 5))]
+        max_docs = None if rng.random() < 0.3 else int(rng.integers(0, 25))
+        max_bytes = None if rng.random() < 0.3 else int(rng.integers(0, 250))
+        asked = []
+
+        def within(i, budget, sizes=sizes, asked=asked):
+            asked.append(i)
+            return int(np.searchsorted(np.cumsum(sizes[i]), budget, side="right"))
+
+        totals = [(len(s), int(s.sum())) for s in sizes]
+        got = quota_from_totals(totals, max_docs, max_bytes, within)
+        assert got == train_quota(sizes, max_docs, max_bytes)
+        assert len(asked) <= 1  # at most one part is read again
+
+
+def test_byte_cap_inside_a_part_trains_on_the_same_documents(toy_run):
+    dl = {"source": "toy", "max_docs": 400, "docs_per_part": 100}
+    run_stages(toy_run, {"download": dl})
+    parts = sorted((toy_run / "download").glob("part-*.parquet"))
+    sizes = [part_train_sizes(p, 0, 0.0) for p in parts]  # no held-out: seed-free
+    cap = int(sizes[0].sum() + sizes[1][:7].sum() + 1)  # falls inside part 1
+    expected = train_quota(sizes, None, cap)
+    assert expected[:3] == [len(sizes[0]), 7, 0]
+    tok = {**TOK, "heldout_fraction": 0.0, "max_train_bytes": cap}
+    run_stages(toy_run, {"download": dl, "tokenize": tok})
+    assert _stage_stats(toy_run)["train_docs"] == sum(expected)
 
 
 def test_vocab_size_below_bytes_plus_specials(tmp_path):

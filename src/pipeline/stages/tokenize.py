@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -90,7 +90,8 @@ def heldout_mask(ids: list[str], seed: int, fraction: float) -> np.ndarray:
 
 
 def train_quota(sizes: list[np.ndarray], max_docs: int | None, max_bytes: int | None) -> list[int]:
-    """How many of each part's trainable docs (sizes[i], bytes, in order) fall within the caps."""
+    """How many of each part's trainable docs (sizes[i], bytes, in order) fall within the caps.
+    The reference over per-document sizes; the stage uses `quota_from_totals` (same result)."""
     flat = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     keep = len(flat)
     if max_docs is not None:
@@ -120,6 +121,48 @@ def part_train_sizes(path: Path, seed: int, fraction: float) -> np.ndarray:
     """int64[k]: UTF-8 bytes of each trainable document of the part, in order."""
     table, _, trainable = _read_docs(path, seed, fraction)
     return _text_bytes(table)[trainable]
+
+
+def part_train_totals(path: Path, seed: int, fraction: float) -> tuple[int, int]:
+    """(trainable documents, their UTF-8 bytes) of one part: all the driver needs of a part
+    that lies wholly inside or outside the training quota."""
+    sizes = part_train_sizes(path, seed, fraction)
+    return len(sizes), int(sizes.sum())
+
+
+def part_docs_within(item: tuple[str, int], seed: int, fraction: float) -> int:
+    """Trainable documents of one part whose running byte total stays <= budget (the part
+    where the quota's byte cap falls)."""
+    path, budget = item
+    sizes = part_train_sizes(Path(path), seed, fraction)
+    return int(np.searchsorted(np.cumsum(sizes), budget, side="right"))
+
+
+def quota_from_totals(
+    totals: list[tuple[int, int]],
+    max_docs: int | None,
+    max_bytes: int | None,
+    docs_within: Callable[[int, int], int],
+) -> list[int]:
+    """`train_quota` from per-part (documents, bytes) totals: the same quotas, without the
+    per-document sizes in the driver. The byte cap falls inside at most one part; only there
+    `docs_within(part, budget)` counts the documents that fit (in a task that reads the part).
+    """
+    counts = [c for c, _ in totals]
+    keep = sum(counts) if max_docs is None else min(sum(counts), max_docs)
+    if max_bytes is not None:
+        used = start = 0
+        for i, (c, b) in enumerate(totals):
+            if used + b > max_bytes:
+                if start < keep:  # the byte cap binds before the document cap
+                    keep = min(keep, start + docs_within(i, max_bytes - used))
+                break
+            used, start = used + b, start + c
+    quota, start = [], 0
+    for c in counts:
+        quota.append(int(min(max(keep - start, 0), c)))
+        start += c
+    return quota
 
 
 def _text_bytes(table: pa.Table) -> np.ndarray:
@@ -235,12 +278,15 @@ def _train(
 ) -> tuple[Tokenizer, list[int], dict[str, Any]]:
     specials = tuple(cfg.special_tokens)
     t0 = time.perf_counter()
-    sizes = ctx.executor.map(
-        partial(part_train_sizes, seed=ctx.seed, fraction=cfg.heldout_fraction),
-        parts,
-        desc="tokenize: sizes",
-    )
-    quotas = train_quota(sizes, cfg.max_train_docs, cfg.max_train_bytes)
+    # per part (documents, bytes) only: the driver holds O(parts), not a size per document
+    seeded = {"seed": ctx.seed, "fraction": cfg.heldout_fraction}
+    totals = ctx.executor.map(partial(part_train_totals, **seeded), parts, desc="tokenize: sizes")
+
+    def docs_within(i: int, budget: int) -> int:
+        fn = partial(part_docs_within, **seeded)
+        return ctx.executor.map(fn, [(str(parts[i]), budget)], desc="tokenize: quota")[0]
+
+    quotas = quota_from_totals(totals, cfg.max_train_docs, cfg.max_train_bytes, docs_within)
     # per-part counts go to files and are merged by a tree of tasks (wordcounts.tree_reduce)
     items = [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))]
     folder = ctx.out_dir / ".wordcounts"
