@@ -168,6 +168,29 @@ def bench_one(name: str, lengths: np.ndarray, seq_len: int, repeats: int, peer_d
     return row
 
 
+def bench_windows(name: str, lengths: np.ndarray, seq_len: int, windows: list[int]) -> dict:
+    """BFD over windows of `w` consecutive documents, each packed apart (the stage's
+    `pack.window_docs`), vs one global BFD: sequences and padding lost to windowing."""
+    glob = pack_bfd(lengths, seq_len).num_bins
+    row: dict = {"lengths": name, "seq_len": seq_len, "docs": len(lengths), "global_bfd": glob}
+    lb = lower_bound(lengths, seq_len)
+    for w in windows:
+        t0 = time.perf_counter()
+        bins = sum(
+            pack_bfd(lengths[a : a + w], seq_len).num_bins for a in range(0, len(lengths), w)
+        )
+        sec = time.perf_counter() - t0
+        slots = bins * seq_len
+        row[f"window_{w}"] = {
+            "sequences": bins,
+            "extra_sequences_vs_global_pct": round(100 * (bins / glob - 1), 4),
+            "padding_pct": round(100 * (slots - int(lengths.sum())) / slots, 4),
+            "gap_to_lower_bound_pct": round(100 * (bins / lb - 1), 4),
+            "seconds": round(sec, 3),
+        }
+    return row
+
+
 def fake_tokenize(run_dir: Path, lengths: np.ndarray, docs_per_part: int) -> None:
     """tokenize's layout (tokens.npy + docs.parquet per part, meta.json) with random uint16 ids."""
     out = run_dir / "tokenize"
@@ -238,10 +261,32 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--peer-docs", type=int, default=20_000, help="textbook BFD subsample")
     ap.add_argument("--stage-docs", type=int, default=100_000, help="docs for the stage run")
+    ap.add_argument(
+        "--windows-only", action="store_true", help="only the window_docs comparison (seconds)"
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     logn = np.maximum(1, rng.lognormal(np.log(400), 1.2, args.docs)).astype(np.int64)
     real, num_real = real_lengths(args.docs, 1)
+    windowed = []
+    for name, lengths in (("lognormal", logn), ("dolma_cc_web bootstrap", real)):
+        for seq_len in (1024, 2048, 8192):
+            row = bench_windows(name, lengths, seq_len, [2_000, 10_000, 100_000, 1_000_000])
+            windowed.append(row)
+            print(
+                f"windows {name[:22]:<22} L={seq_len:<5} global {row['global_bfd']:,} seqs; "
+                + "; ".join(
+                    f"{k[7:]}: +{v['extra_sequences_vs_global_pct']}%"
+                    for k, v in row.items()
+                    if k.startswith("window_")
+                )
+            )
+    if args.windows_only:
+        out = OUT.with_name("pack_windows.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"benchmark": "pack windows", "rows": windowed}, indent=2) + "\n")
+        print(out)
+        return
     rows = []
     for name, lengths in (
         ("lognormal(median 400, sigma 1.2)", logn),
@@ -270,6 +315,7 @@ def main() -> None:
         "machine_cores": __import__("os").cpu_count(),
         "repeats": args.repeats,
         "rows": rows,
+        "windows": windowed,
         "stage": stage,
     }
     OUT.write_text(json.dumps(result, indent=2) + "\n")

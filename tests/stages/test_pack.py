@@ -15,6 +15,7 @@ from pipeline.io import part_name, read_table, sha256_file, write_table
 from pipeline.packing import (
     best_fit_decreasing_reference,
     bfd_bins,
+    pack_bfd,
 )
 from pipeline.recipe import build_config
 from pipeline.stages.pack import PackConfig
@@ -194,3 +195,56 @@ def test_each_tokenize_part_is_opened_a_bounded_number_of_times(tmp_path, monkey
     assert len(opens) == 1000  # every part read ...
     assert max(opens.values()) <= 3  # ... by the scan and the one or two parts it lands in
     assert sum(opens.values()) <= 2 * 1000 + num_jobs
+
+
+def _shas(pack_dir: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted(pack_dir.iterdir())}
+
+
+@pytest.mark.parametrize("strategy", ["bfd", "concat", "naive"])
+def test_windows_give_valid_deterministic_packs(tmp_path, strategy):
+    """window_docs below the corpus: parts packed in windows of whole parts, each on its own;
+    every token lands exactly once, output parts stay full across window boundaries, and the
+    bytes do not depend on the worker count."""
+    rng = np.random.default_rng(7)
+    parts = [rng.integers(1, 150, 30).tolist() for _ in range(5)]  # some longer than seq_len
+    shas = []
+    for workers in (1, 2):
+        run = tmp_path / f"w{workers}"
+        fake_tokenize(run, parts, sources=["web", "code"])
+        cfg = {"seq_len": 64, "sequences_per_part": 7, "window_docs": 70, "strategy": strategy}
+        res = run_pack(run, cfg, workers=workers)
+        shas.append(_shas(run / "pack"))
+    st = res.all_stats()
+    assert st["windows"] == 3  # parts {0, 1}, {2, 3}, {4}
+    ids, seg = load_pack(run / "pack")
+    assert ids.shape == (st["sequences"], 64)
+    pieces = [
+        row_ids[row_seg == k]
+        for row_ids, row_seg in zip(ids, seg, strict=True)
+        for k in range(1, row_seg.max() + 1)
+    ]
+    assert np.array_equal(np.sort(np.concatenate(pieces)), np.sort(np.concatenate(docs_of(run))))
+    assert st["tokens_out"] == int((seg > 0).sum())
+    sizes = [len(np.load(p)) for p in sorted((run / "pack").glob("part-*.input_ids.npy"))]
+    assert sizes[:-1] == [7] * (len(sizes) - 1) and 0 < sizes[-1] <= 7
+    seqs = sorted((run / "pack").glob("*.seqs.parquet"))
+    assert sum(read_table(p).num_rows for p in seqs) == st["sequences"]
+    assert shas[0] == shas[1]
+
+
+def test_one_window_is_global_bfd_and_windows_are_bfd_per_window(tmp_path):
+    rng = np.random.default_rng(3)
+    parts = [rng.integers(1, 200, 40).tolist() for _ in range(4)]
+    runs = {}
+    for window in (160, 10**6, 40):
+        run = tmp_path / f"w{window}"
+        fake_tokenize(run, parts)
+        cfg = {"seq_len": 128, "by_source": False, "window_docs": window}
+        runs[window] = (run_pack(run, cfg).all_stats(), _shas(run / "pack"))
+    assert runs[160] == runs[10**6]  # a window holding the whole corpus: the global packing
+    flat = np.concatenate([np.asarray(p) for p in parts])
+    assert runs[160][0]["sequences"] == pack_bfd(flat, 128).num_bins
+    per_part = sum(pack_bfd(np.asarray(p), 128).num_bins for p in parts)
+    assert runs[40][0]["windows"] == 4 and runs[40][0]["sequences"] == per_part
+    assert per_part >= runs[160][0]["sequences"]  # windows cost a little fill

@@ -31,7 +31,6 @@ from pipeline.io import group_parts as io_group_parts
 from pipeline.packing import (
     Packing,
     concat_docs_split,
-    lower_bound,
     pack_bfd,
     pack_concat,
     pack_naive,
@@ -45,12 +44,17 @@ class PackConfig:
     seq_len: int = bounded(2048, ge=2, le=1 << 20)  # tokens per sequence (EOS included)
     by_source: bool = True  # pack each source apart: every sequence has one source (shard weights)
     sequences_per_part: int = bounded(8192, ge=1)  # sequences per output part (parallel unit)
+    # documents packed together: whole tokenize parts in order, each window packed on its own
+    # (the driver holds ~180 B per document of one window); a corpus that fits is packed globally
+    window_docs: int = bounded(1_000_000, ge=1)
 
 
 # ---------------------------------------------------------------- pure core
 
 
-def pack_lengths(lengths: np.ndarray, seq_len: int, strategy: str, seed: int) -> Packing:
+def pack_lengths(
+    lengths: np.ndarray, seq_len: int, strategy: str, seed: int | list[int]
+) -> Packing:
     """Pack one group of documents; concat's document order is a permutation from `seed`."""
     if strategy == "naive":
         return pack_naive(lengths, seq_len)
@@ -179,8 +183,22 @@ def _attach_token_paths(jobs: list[dict[str, Any]], token_paths: list[str]) -> N
 # ---------------------------------------------------------------- run
 
 
-def _pack_all(cfg: PackConfig, lengths: np.ndarray, codes: np.ndarray, names: list[str], seed: int):
-    """Pack each source group (or all documents); returns global item arrays and bin sources."""
+def group_seed(seed: int, group: int, window: int) -> int | list[int]:
+    """Seed of one source group in one window: `seed + group` in the first window (the bytes
+    of a corpus packed in one window do not depend on windows existing), then a seed sequence."""
+    return seed + group if window == 0 else [seed, group, window]
+
+
+def _pack_all(
+    cfg: PackConfig,
+    lengths: np.ndarray,
+    codes: np.ndarray,
+    names: list[str],
+    seed: int,
+    window: int = 0,
+):
+    """Pack each source group (or all documents) of one window; returns its item arrays (bins
+    from 0) and bin sources."""
     groups = list(range(len(names))) if cfg.by_source else [None]
     cols: dict[str, list[np.ndarray]] = {
         k: [] for k in ("doc", "offset", "len", "bin", "pos", "seg")
@@ -189,7 +207,8 @@ def _pack_all(cfg: PackConfig, lengths: np.ndarray, codes: np.ndarray, names: li
     num_bins = docs_split = concat_split = 0
     for g, name in enumerate(groups):
         idx = np.flatnonzero(codes == name) if name is not None else np.arange(len(lengths))
-        pk = pack_lengths(lengths[idx], cfg.seq_len, cfg.strategy, seed + g)
+        gseed = group_seed(seed, g, window)
+        pk = pack_lengths(lengths[idx], cfg.seq_len, cfg.strategy, gseed)
         for key, arr in (
             ("doc", idx[pk.item_doc]),
             ("offset", pk.item_offset),
@@ -203,46 +222,142 @@ def _pack_all(cfg: PackConfig, lengths: np.ndarray, codes: np.ndarray, names: li
         bin_source += [names[c] for c in codes[idx[pk.item_doc[first]]].tolist()]
         num_bins += pk.num_bins
         docs_split += pk.docs_split()
-        order = np.random.default_rng(seed + g).permutation(len(idx))  # concat's own order
+        order = np.random.default_rng(gseed).permutation(len(idx))  # concat's own order
         concat_split += concat_docs_split(lengths[idx], cfg.seq_len, order)
     items = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in cols.items()}
     return items, bin_source, num_bins, docs_split, concat_split
 
 
-def _read_inputs(ctx: StageContext, pairs: list[tuple[Path, Path]], dtype: str):
-    """Map over tokenize parts -> lengths, source codes into sorted names, and for each document
-    its part and token offset there."""
-    read = ctx.executor.map(partial(read_lengths, dtype=dtype), pairs, desc="pack lengths")
+def part_summary(pair: tuple[Path, Path]) -> tuple[int, list[str]]:
+    """Executor task: (documents, source names) of one part, from its docs file alone (the
+    token file is checked when its window is read)."""
+    source = read_table(pair[1], columns=["source"]).column("source")
+    return len(source), [n for n in source.unique().to_pylist() if n is not None]
+
+
+def windows(docs_per_part: list[int], window_docs: int) -> list[list[int]]:
+    """Consecutive input parts grouped into windows of at most `window_docs` documents (a part
+    larger than that is a window of its own)."""
+    out: list[list[int]] = []
+    size = 0
+    for i, n in enumerate(docs_per_part):
+        if not out or size + n > window_docs:
+            out.append([])
+            size = 0
+        out[-1].append(i)
+        size += n
+    return out
+
+
+def _read_window(
+    ctx: StageContext, pairs: list[tuple[Path, Path]], part_ids: list[int], dtype: str, rank
+):
+    """Map over one window's tokenize parts -> lengths, source codes into the sorted names, and
+    for each document its (global) part and token offset there."""
+    sub = [pairs[i] for i in part_ids]
+    read = ctx.executor.map(partial(read_lengths, dtype=dtype), sub, desc="pack lengths")
     lengths = np.concatenate([r[0] for r in read]) if read else np.zeros(0, np.int64)
-    names = sorted({n for r in read for n in r[1]})
-    rank = {n: i for i, n in enumerate(names)}
-    # part-local dictionary codes -> codes into the sorted `names`
+    # part-local dictionary codes -> codes into the sorted names
     local = [np.array([rank[n] for n in r[1]], np.int32)[r[2]] for r in read]
     codes = np.concatenate(local) if read else np.zeros(0, np.int32)
-    doc_part = np.repeat(np.arange(len(read)), [len(r[0]) for r in read])
+    doc_part = np.repeat(np.asarray(part_ids, np.int64), [len(r[0]) for r in read])
     doc_start = np.concatenate([np.cumsum(r[0]) - r[0] for r in read]) if read else lengths
-    return lengths, codes, names, doc_part, doc_start
+    return lengths, codes, doc_part, doc_start
+
+
+@dataclass
+class _Totals:
+    """What the report needs, summed over windows: O(sources + histogram bins)."""
+
+    docs: int = 0
+    empty: int = 0
+    tokens: int = 0
+    longer: int = 0
+    num_bins: int = 0
+    docs_split: int = 0
+    concat_split: int = 0
+    fill_counts: Any = None
+    per_source: dict[str, int] | None = None
+
+    def add(self, cfg: PackConfig, lengths, bin_source, num_bins, docs_split, concat_split, fill):
+        self.docs += len(lengths)
+        self.empty += int((lengths == 0).sum())
+        self.tokens += int(lengths.sum())
+        self.longer += int((lengths > cfg.seq_len).sum())
+        self.num_bins += num_bins
+        self.docs_split += docs_split
+        self.concat_split += concat_split
+        counts = np.asarray(fill_histogram(fill)["counts"], np.int64)
+        self.fill_counts = counts if self.fill_counts is None else self.fill_counts + counts
+        self.per_source = self.per_source or {}
+        for s in bin_source:
+            self.per_source[s] = self.per_source.get(s, 0) + 1
+
+
+class _Writer:
+    """Output parts of `sequences_per_part` sequences across windows: a window's bins are
+    appended to the few left over from the last one, every full part is written at once, so
+    the driver holds less than one part's items between windows."""
+
+    def __init__(self, ctx: StageContext, cfg: PackConfig, token_paths: list[str], pad_id: int):
+        self.ctx, self.cfg, self.token_paths = ctx, cfg, token_paths
+        self.fn = partial(write_part, out_dir=str(ctx.out_dir), seq_len=cfg.seq_len, pad_id=pad_id)
+        self.items: dict[str, np.ndarray] | None = None  # pending, bins from 0
+        self.sources: list[str] = []
+        self.next_index = 0
+        self.outputs: list[str] = []
+
+    def add(self, items: dict[str, np.ndarray], bin_source: list[str], last: bool) -> None:
+        if self.items is not None:  # the carried bins come first
+            shift = len(self.sources)
+            items = {k: np.concatenate([self.items[k], v]) for k, v in items.items()}
+            items["bin"][len(self.items["bin"]) :] += shift
+            bin_source = self.sources + bin_source
+        per = self.cfg.sequences_per_part
+        done = len(bin_source) if last else len(bin_source) // per * per
+        cut = int(np.searchsorted(items["bin"], done))
+        jobs = _jobs(
+            {k: v[:cut] for k, v in items.items()}, bin_source[:done], done, self.cfg.seq_len, per
+        )
+        for job in jobs:
+            job["index"] += self.next_index
+        self.next_index += len(jobs)
+        self.items = {k: v[cut:] for k, v in items.items()}
+        self.items["bin"] = self.items["bin"] - done
+        self.sources = bin_source[done:]
+        if jobs:
+            _attach_token_paths(jobs, self.token_paths)
+            written = self.ctx.executor.map(self.fn, jobs, desc="pack write")
+            self.outputs += [f for w in written for f in w]
 
 
 def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     tokenize = ctx.inputs["tokenize"]
     meta = read_meta(tokenize.file("meta.json"))
     pairs = group_parts(tokenize.parts)
-    lengths, codes, names, doc_part, doc_start = _read_inputs(ctx, pairs, meta["dtype"])
-    items, bin_source, num_bins, docs_split, concat_split = _pack_all(
-        cfg, lengths, codes, names, ctx.seed
-    )
-    # per item: where its tokens are (part, start) and where they go
-    items["part"] = doc_part[items["doc"]]
-    items["start"] = doc_start[items["doc"]] + items.pop("offset")
-    del items["doc"]
-    fill = np.bincount(items["bin"], weights=items["len"], minlength=num_bins) / cfg.seq_len
-    jobs = _jobs(items, bin_source, num_bins, cfg.seq_len, cfg.sequences_per_part)
+    summaries = ctx.executor.map(part_summary, pairs, desc="pack sources")
+    names = sorted({n for s in summaries for n in s[1]})
+    rank = {n: i for i, n in enumerate(names)}
     pad_id = meta.get("pad_id")
     pad_id = int(meta["eos_id"] if pad_id is None else pad_id)
-    _attach_token_paths(jobs, [str(p[0]) for p in pairs])
-    fn = partial(write_part, out_dir=str(ctx.out_dir), seq_len=cfg.seq_len, pad_id=pad_id)
-    outputs = [f for written in ctx.executor.map(fn, jobs, desc="pack write") for f in written]
+    writer = _Writer(ctx, cfg, [str(p[0]) for p in pairs], pad_id)
+    totals = _Totals()
+    wins = windows([s[0] for s in summaries], cfg.window_docs)
+    for w, part_ids in enumerate(wins):
+        lengths, codes, doc_part, doc_start = _read_window(
+            ctx, pairs, part_ids, meta["dtype"], rank
+        )
+        items, bin_source, num_bins, docs_split, concat_split = _pack_all(
+            cfg, lengths, codes, names, ctx.seed, w
+        )
+        # per item: where its tokens are (part, start) and where they go
+        items["part"] = doc_part[items["doc"]]
+        items["start"] = doc_start[items["doc"]] + items.pop("offset")
+        del items["doc"], doc_part, doc_start
+        fill = np.bincount(items["bin"], weights=items["len"], minlength=num_bins) / cfg.seq_len
+        totals.add(cfg, lengths, bin_source, num_bins, docs_split, concat_split, fill)
+        del lengths, codes, fill
+        writer.add(items, bin_source, last=w == len(wins) - 1)
     out_meta = {
         k: meta.get(k)
         for k in ("vocab_size", "eos_id", "dtype", "tokenizer_sha256", "special_tokens")
@@ -252,14 +367,15 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
         seq_len=cfg.seq_len,
         strategy=cfg.strategy,
         segment_dtype="uint16" if cfg.seq_len < 1 << 16 else "uint32",
-        num_sequences=num_bins,
+        num_sequences=totals.num_bins,
     )
     atomic_write_json(ctx.out_dir / "meta.json", out_meta)
-    outputs.append("meta.json")
-    stats = _stats(cfg, lengths, bin_source, num_bins, docs_split, concat_split)
-    empty = int((lengths == 0).sum())  # documents with no token at all: nothing to pack
-    counts = DocCounts(len(lengths), len(lengths) - empty, {"empty": empty} if empty else {})
-    stats["fill_histogram"] = fill_histogram(fill)
+    outputs = [*writer.outputs, "meta.json"]
+    stats = _stats(cfg, totals)
+    stats["windows"] = len(wins)
+    empty = totals.empty  # documents with no token at all: nothing to pack
+    counts = DocCounts(totals.docs, totals.docs - empty, {"empty": empty} if empty else {})
+    stats["fill_histogram"] = fill_histogram_counts(totals.fill_counts)
     return StageResult(outputs=outputs, stats=stats, counts=[counts])
 
 
@@ -269,43 +385,35 @@ FILL_EDGES = np.linspace(0.0, 1.0, 21)
 def fill_histogram(fill: np.ndarray) -> dict[str, Any]:
     """Sequences by filled share of seq_len (float [num_sequences] in [0, 1]); 20 bins of 5%,
     a full sequence counts in the last bin."""
-    counts, _ = np.histogram(np.clip(fill, 0.0, 1.0), bins=FILL_EDGES)
+    return fill_histogram_counts(np.histogram(np.clip(fill, 0.0, 1.0), bins=FILL_EDGES)[0])
+
+
+def fill_histogram_counts(counts: np.ndarray | None) -> dict[str, Any]:
+    """`fill_histogram` from counts already binned on FILL_EDGES (summed over windows)."""
+    counts = np.zeros(len(FILL_EDGES) - 1, np.int64) if counts is None else counts
     return {"edges": [round(float(e), 2) for e in FILL_EDGES], "counts": counts.tolist()}
 
 
-def _stats(
-    cfg: PackConfig,
-    lengths: np.ndarray,
-    bin_source: list[str],
-    num_bins: int,
-    docs_split: int,
-    concat_split: int,
-) -> dict[str, Any]:
-    tokens = int(lengths.sum())
+def _stats(cfg: PackConfig, t: _Totals) -> dict[str, Any]:
+    num_bins = t.num_bins
     slots = num_bins * cfg.seq_len
-    lb = lower_bound(lengths, cfg.seq_len)
-    empty = int((lengths == 0).sum())
-    per_source: dict[str, int] = {}
-    for s in bin_source:
-        per_source[s] = per_source.get(s, 0) + 1
+    lb = -(-t.tokens // cfg.seq_len)  # lower_bound: ceil(total tokens / seq_len)
     stats: dict[str, Any] = {**setting(cfg, "strategy"), **setting(cfg, "seq_len")}
     stats.update(
         {
-            "tokens_in": tokens,
-            "tokens_out": tokens,
+            "tokens_in": t.tokens,
+            "tokens_out": t.tokens,
             "sequences": num_bins,
-            "padding_tokens": slots - tokens,
-            "padding_pct": round(100 * (slots - tokens) / slots, 4) if slots else 0.0,
+            "padding_tokens": slots - t.tokens,
+            "padding_pct": round(100 * (slots - t.tokens) / slots, 4) if slots else 0.0,
             "lower_bound_sequences": lb,
             "fill_vs_lower_bound": round(lb / num_bins, 6) if num_bins else 1.0,
-            "docs_longer_than_seq_len": int((lengths > cfg.seq_len).sum()),
-            "docs_split": docs_split,
-            "docs_split_concat": concat_split,
-            "truncations_avoided_vs_concat": concat_split - docs_split,
-            "docs_per_sequence_mean": round((len(lengths) - empty) / num_bins, 3)
-            if num_bins
-            else 0.0,
-            "sequences_per_source": dict(sorted(per_source.items())),
+            "docs_longer_than_seq_len": t.longer,
+            "docs_split": t.docs_split,
+            "docs_split_concat": t.concat_split,
+            "truncations_avoided_vs_concat": t.concat_split - t.docs_split,
+            "docs_per_sequence_mean": round((t.docs - t.empty) / num_bins, 3) if num_bins else 0.0,
+            "sequences_per_source": dict(sorted((t.per_source or {}).items())),
         }
     )
     return stats
