@@ -37,6 +37,8 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -221,6 +223,10 @@ def run_config(args: argparse.Namespace) -> dict:
         "pack": {"seq_len": 1024},
         "shard": {"shard_size": 1024},
     }
+    for item in args.set:  # --set pack.window_docs=2000: force a bounded path at a small size
+        key, _, value = item.partition("=")
+        stage, _, field = key.partition(".")
+        raw.setdefault(stage, {})[field] = yaml.safe_load(value)
     t0 = time.perf_counter()
     run_recipe(build_recipe(raw), progress=False)
     wall = time.perf_counter() - t0
@@ -352,6 +358,9 @@ def main() -> int:
         help="quality.reference_max_chars (0: the default); small: the LM's constant no longer "
         "hides the driver's per-document bytes in the traced peak",
     )
+    ap.add_argument(
+        "--set", action="append", default=[], help="recipe override stage.key=YAML (repeatable)"
+    )
     ap.add_argument("--work", default=None, help="work folder (default: a new temp dir)")
     ap.add_argument("--out", type=Path, default=OUT, help="JSON file to write")
     # child mode
@@ -377,6 +386,7 @@ def main() -> int:
         f"--docs-per-part={args.docs_per_part}",
         f"--train-bytes={args.train_bytes}",
         f"--reference-chars={args.reference_chars}",
+        *(f"--set={s}" for s in args.set),
     ]
     results: dict = {"corpus": info, "cpus": os.cpu_count(), "configs": {}}
     for cfg in [c for c in args.configs.split(",") if c]:

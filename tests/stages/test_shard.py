@@ -202,3 +202,60 @@ def test_bad_pack_output_raises(tmp_path):
     (run_dir / "pack" / "meta.json").unlink()
     with pytest.raises(DataError, match="meta.json: missing from the pack stage's output"):
         run_shard(run_dir, {})
+
+
+def _indices(rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Pack index of each output row (the fake tokens make every packed row distinct)."""
+    where = {r.tobytes(): i for i, r in enumerate(rows)}
+    assert len(where) == len(rows)
+    return np.array([where[r.tobytes()] for r in ids], np.int64)
+
+
+def test_bounded_path_is_a_seeded_permutation_with_exact_source_counts(tmp_path):
+    """exact_max_sequences below the input: per-part selection + Feistel order. All kept:
+    train + eval are every sequence exactly once, eval in pack order; the same bytes for 1 and
+    2 workers; another seed, another order."""
+    run_dir = packed_run(tmp_path, sources=("a", "b"), n_docs=200)
+    rows = pack_rows(run_dir)
+    cfg = {"shard_size": 9, "eval_fraction": 0.1, "exact_max_sequences": 10}
+    hashes = []
+    for workers, seed in ((1, 5), (2, 5), (1, 9)):
+        res, out = run_shard(run_dir, cfg, workers, recipe_seed=seed)
+        hashes.append({p.name: sha256_file(p) for p in sorted((out / "train").iterdir())})
+        assert not (out / ".select").exists()
+    assert hashes[0] == hashes[1] and hashes[0] != hashes[2]
+    assert res.stats["shuffle_method"] == "feistel"
+    meta, ids, _ = read_split(out / "train")
+    emeta, eids, _ = read_split(out / "eval")
+    train, ev = _indices(rows, ids), _indices(rows, eids)
+    assert sorted([*train.tolist(), *ev.tolist()]) == list(range(len(rows)))
+    assert len(ev) == round(0.1 * len(rows)) and (np.diff(ev) > 0).all()
+    assert not (np.diff(train) > 0).all()  # shuffled
+    assert meta["shard_sizes"][:-1] == [9] * (meta["num_shards"] - 1)
+    for s in meta["shards"]:
+        assert s["sha256"] == sha256_file(out / "train" / s["file"])
+    assert res.stats["shuffle_max_share_deviation_samples"] >= 0
+    assert abs(res.stats["shuffle_spearman"]) < 0.5
+
+
+def test_bounded_path_keeps_the_per_source_counts(tmp_path):
+    run_dir = packed_run(tmp_path, sources=("a", "b"), n_docs=200)
+    seqs = sorted((run_dir / "pack").glob("*.seqs.parquet"))
+    names = [s for p in seqs for s in pq.read_table(p).column("source").to_pylist()]
+    cfg = {"num_samples": 20, "source_weights": {"a": 3, "b": 1}, "eval_fraction": 0.25}
+    res, out = run_shard(run_dir, {**cfg, "exact_max_sequences": 1})
+    assert res.stats["sequences_per_source"] == {"a": 15, "b": 5}
+    meta, ids, _ = read_split(out / "train")
+    emeta, eids, _ = read_split(out / "eval")
+    picked = [names[i] for i in _indices(pack_rows(run_dir), np.concatenate([ids, eids]))]
+    assert {s: picked.count(s) for s in ("a", "b")} == {"a": 15, "b": 5}
+    assert len(set(_indices(pack_rows(run_dir), ids).tolist())) == 15 == meta["num_samples"]
+    assert emeta["num_samples"] == 5
+    both = {
+        s: meta["samples_per_source"].get(s, 0) + emeta["samples_per_source"].get(s, 0)
+        for s in "ab"
+    }
+    assert both == {"a": 15, "b": 5}
+    exact, _ = run_shard(run_dir, cfg)  # the exact path keeps the same counts
+    assert exact.stats["shuffle_method"] == "exact"
+    assert exact.stats["sequences_per_source"] == res.stats["sequences_per_source"]

@@ -5,6 +5,8 @@ Not to be confused with document quality (pipeline.quality): these only measure 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -24,13 +26,21 @@ class ShuffleStats:
         self.same = 0
         self.last = -1
         self.pos = 0
+        self.start = 0  # pos at the first add (a run of shards starting mid-order)
+        self.first = -1  # source of the first row added
         self.max_dev = 0.0
+
+    def seek(self, pos: int) -> None:
+        """Start counting output positions at `pos` (statistics of a later run of shards)."""
+        self.pos = self.start = pos
 
     def add(self, src: np.ndarray, orig: np.ndarray) -> None:
         """src: source index per output row of the next shard; orig: its original position."""
         n = len(src)
         if not n:
             return
+        if self.first < 0 and self.pos == self.start:
+            self.first = int(src[0])
         d = np.arange(self.pos, self.pos + n, dtype=np.float64) - orig
         self.sq += float(np.dot(d, d))
         self.same += int((src[1:] == src[:-1]).sum()) + int(src[0] == self.last)
@@ -39,6 +49,29 @@ class ShuffleStats:
         expected = n * self.n_s / max(self.total, 1)
         self.max_dev = max(self.max_dev, float(np.abs(counts - expected).max()))
         self.pos += n
+
+    def state(self) -> dict[str, Any]:
+        """What `merge` needs of statistics built over one contiguous run of output shards
+        (e.g. in a task); JSON-able."""
+        return {
+            "sq": self.sq,
+            "same": self.same,
+            "first": self.first,
+            "last": self.last,
+            "max_dev": self.max_dev,
+            "n": self.pos - self.start,
+        }
+
+    def merge(self, state: dict[str, Any]) -> None:
+        """Append the statistics of the next run of shards (their `state()`), in order: the
+        same totals as if they had been `add`ed here."""
+        if not state["n"]:
+            return
+        self.sq += state["sq"]
+        self.same += state["same"] + int(state["first"] == self.last)
+        self.last = state["last"]
+        self.max_dev = max(self.max_dev, state["max_dev"])
+        self.pos += state["n"]
 
     def result(self) -> dict[str, float]:
         n = self.total

@@ -1,7 +1,8 @@
 """pack: token arrays of documents -> fixed-length sequences with segment ids (naive|concat|bfd).
 
-Reads tokenize's `part-N.tokens.npy` + `part-N.docs.parquet`; lengths are packed globally (the
-reduce), then each output part gathers its tokens from the memory-mapped inputs (the map).
+Reads tokenize's `part-N.tokens.npy` + `part-N.docs.parquet`; lengths are packed per window of
+whole parts (`window_docs`; one window, i.e. globally, for most corpora: the reduce), then each
+output part gathers its tokens from the memory-mapped inputs (the map).
 Writes `part-N.input_ids.npy` [n, seq_len], `part-N.segment_ids.npy` [n, seq_len] (0 = padding,
 k = k-th document piece), `part-N.seqs.parquet` (source, num_segments, num_tokens per sequence)
 and `meta.json`. Algorithms live in pipeline.packing.
@@ -44,9 +45,8 @@ class PackConfig:
     seq_len: int = bounded(2048, ge=2, le=1 << 20)  # tokens per sequence (EOS included)
     by_source: bool = True  # pack each source apart: every sequence has one source (shard weights)
     sequences_per_part: int = bounded(8192, ge=1)  # sequences per output part (parallel unit)
-    # documents packed together: whole tokenize parts in order, each window packed on its own
-    # (the driver holds ~180 B per document of one window); a corpus that fits is packed globally
-    window_docs: int = bounded(1_000_000, ge=1)
+    # ~180 B per document of one window in the driver; fewer documents: one window, global packing
+    window_docs: int = bounded(1_000_000, ge=1)  # pack whole parts in windows of <= this many docs
 
 
 # ---------------------------------------------------------------- pure core

@@ -8,6 +8,7 @@ recipe's seed (what a trainer expects), `permutation_seed` and `subsample_seed` 
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,6 +25,7 @@ from pipeline.io import group_parts as io_group_parts
 from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, save_npz, shard_name, shard_sizes
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stages.shard_bounded import SELECT_DIR, part_source_counts, run_bounded
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class ShardConfig:
     source_weights: dict[str, float] | None = None  # target share per source; unlisted: excluded
     eval_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # share of kept sequences held out
     shard_size: int = bounded(4096, ge=1)  # sequences per .npz (32 MiB at 2048 x uint16 x 2 arrays)
+    # exact: ~112 B per sequence in the driver; above: O(parts), other bytes (docs/shards.md)
+    exact_max_sequences: int = bounded(1 << 21, ge=1)  # above: per-part subsample, Feistel shuffle
 
     def validate(self, path: str) -> None:
         if self.fraction is not None and self.num_samples is not None:
@@ -186,13 +190,27 @@ def _read_inputs(ctx: StageContext):
     return pack_meta, parts, names, codes, part_of, row_of
 
 
+def _part_counts(ctx: StageContext) -> tuple[list[str], np.ndarray]:
+    """Sorted source names and [parts, sources] sequence counts, from per-part tasks."""
+    parts = group_parts(ctx.inputs["pack"].parts)
+    found = ctx.executor.map(
+        part_source_counts, [str(p["seqs"]) for p in parts], desc="shard sources"
+    )
+    names = sorted({s for f in found for s in f})
+    table = np.array([[f.get(s, 0) for s in names] for f in found], np.int64)
+    return names, table.reshape(len(parts), len(names))
+
+
 def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
-    pack_meta, parts, names, codes, part_of, row_of = _read_inputs(ctx)
-    n = len(codes)
+    pack_meta = read_json_file(ctx.inputs["pack"].file("meta.json"), "pack meta.json")
+    names, per_part = _part_counts(ctx)
+    n = int(per_part.sum())
     n_target = target_total(cfg, n)
-    per_code = np.bincount(codes, minlength=len(names))
-    available = {s: int(per_code[i]) for i, s in enumerate(names)}
+    available = {s: int(c) for s, c in zip(names, per_part.sum(axis=0), strict=True)}
     counts = target_counts(available, n_target, cfg.source_weights)
+    if n > cfg.exact_max_sequences:
+        return _run_bounded(cfg, ctx, pack_meta, names, per_part, counts)
+    pack_meta, parts, names, codes, part_of, row_of = _read_inputs(ctx)
     rng = np.random.default_rng(ctx.seed)
     # codes follow the sorted names, so select draws in the same order as over the names
     by_code = {names.index(s): k for s, k in counts.items()}
@@ -211,20 +229,57 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
         stats[f"num_shards_{sub}"] = len(written)
         stats[f"shard_sizes_{sub}"] = [w[1] for w in written]  # sequences per shard, in order
     shuffle = _shuffle_stats(train, train_order, part_of, len(parts), cfg.shard_size)
-    stats.update(
-        {
-            "sequences_in": n,
-            "sequences_selected": len(train) + len(evals),
-            "sequences_not_selected": n - len(train) - len(evals),
-            "tokens_train": int(pack_meta["seq_len"]) * len(train),
-            "sequences_per_source": counts,
-            **setting(cfg, "shard_size"),
-            **setting(cfg, "eval_fraction"),
-            **setting(RunConfig, "seed", "subsample_seed", value=ctx.seed),
-            **setting(RunConfig, "seed", "permutation_seed", value=perm_seed),
-            **{f"shuffle_{k}": v for k, v in shuffle.items()},
-        }
+    stats.update(_common_stats(cfg, ctx, n, len(train), len(evals), pack_meta, counts, shuffle))
+    stats["shuffle_method"] = "exact"
+    return StageResult(outputs=outputs, stats=stats)
+
+
+def _common_stats(cfg, ctx, n, n_train, n_eval, pack_meta, counts, shuffle) -> dict[str, Any]:
+    perm_seed = ctx.seed + 1
+    return {
+        "sequences_in": n,
+        "sequences_selected": n_train + n_eval,
+        "sequences_not_selected": n - n_train - n_eval,
+        "tokens_train": int(pack_meta["seq_len"]) * n_train,
+        "sequences_per_source": counts,
+        **setting(cfg, "shard_size"),
+        **setting(cfg, "eval_fraction"),
+        **setting(RunConfig, "seed", "subsample_seed", value=ctx.seed),
+        **setting(RunConfig, "seed", "permutation_seed", value=perm_seed),
+        **{f"shuffle_{k}": v for k, v in shuffle.items()},
+    }
+
+
+def _run_bounded(
+    cfg: ShardConfig,
+    ctx: StageContext,
+    pack_meta: dict[str, Any],
+    names: list[str],
+    per_part: np.ndarray,
+    counts: dict[str, int],
+) -> StageResult:
+    """Above exact_max_sequences: pipeline.stages.shard_bounded (no per-sequence driver state)."""
+    parts = [{k: str(v) for k, v in p.items()} for p in group_parts(ctx.inputs["pack"].parts)]
+    res = run_bounded(ctx, parts, names, per_part, counts, cfg.eval_fraction, cfg.shard_size)
+    shutil.rmtree(ctx.out_dir / SELECT_DIR, ignore_errors=True)
+    perm_seed = ctx.seed + 1
+    outputs, stats, sizes = [], {}, {}
+    for sub, shuffled in (("train", True), ("eval", False)):
+        written, src = res[sub]
+        per_source = {s: int(c) for s, c in zip(names, src, strict=True) if c}
+        meta = _metadata(pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source)
+        atomic_write_json(ctx.out_dir / sub / METADATA_NAME, meta)
+        outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
+        sizes[sub] = sum(w[1] for w in written)
+        stats[f"sequences_{sub}"] = sizes[sub]
+        stats[f"num_shards_{sub}"] = len(written)
+        stats[f"shard_sizes_{sub}"] = [w[1] for w in written]
+    n = int(per_part.sum())
+    common = _common_stats(
+        cfg, ctx, n, sizes["train"], sizes["eval"], pack_meta, counts, res["shuffle"]
     )
+    stats.update(common)
+    stats["shuffle_method"] = "feistel"
     return StageResult(outputs=outputs, stats=stats)
 
 
