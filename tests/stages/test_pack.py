@@ -209,7 +209,7 @@ def test_windows_give_valid_deterministic_packs(tmp_path, strategy):
     rng = np.random.default_rng(7)
     parts = [rng.integers(1, 150, 30).tolist() for _ in range(5)]  # some longer than seq_len
     shas = []
-    for workers in (1, 2):
+    for workers in (1, 2) if strategy == "bfd" else (1,):  # a pool costs seconds: once is enough
         run = tmp_path / f"w{workers}"
         fake_tokenize(run, parts, sources=["web", "code"])
         cfg = {"seq_len": 64, "sequences_per_part": 7, "window_docs": 70, "strategy": strategy}
@@ -230,7 +230,7 @@ def test_windows_give_valid_deterministic_packs(tmp_path, strategy):
     assert sizes[:-1] == [7] * (len(sizes) - 1) and 0 < sizes[-1] <= 7
     seqs = sorted((run / "pack").glob("*.seqs.parquet"))
     assert sum(read_table(p).num_rows for p in seqs) == st["sequences"]
-    assert shas[0] == shas[1]
+    assert shas[0] == shas[-1]
 
 
 def test_one_window_is_global_bfd_and_windows_are_bfd_per_window(tmp_path):
