@@ -1,8 +1,9 @@
 """Driver memory of pack and shard alone (not CI): tracemalloc in the driver while each stage
 runs with 2 local workers on a synthetic tokenize output (lognormal lengths, median 100
-tokens, 2,000 documents per part, 512 sequences per pack part, shards of 1,024), at two corpus sizes, with the defaults and with a forced
-small `pack.window_docs` / `shard.exact_max_sequences` (the bounded paths). The slope between
-the sizes is the per-document (pack) or per-sequence (shard) driver term.
+tokens, 2,000 documents per part, 512 sequences per pack part, shards of 1,024), at two
+corpus sizes, with the defaults and with a forced small `pack.window_docs` and
+`shard.exact_max_sequences` (the bounded paths). The slope between the sizes is the
+per-document (pack) or per-sequence (shard) driver term.
 
     .venv/bin/python benchmarks/bench_driver_tail.py [--docs 100000,400000]
 
