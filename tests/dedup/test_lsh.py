@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.dedup import files
 from pipeline.dedup.lsh import (
     band_edges,
     band_file_task,
@@ -52,20 +53,29 @@ def test_band_edges_star_per_bucket():
 
 
 def test_band_tasks_over_part_files_match_global_banding(tmp_path):
+    """Each band task reads its rows of every part's file, drops the parts' `empty` and `dup`
+    documents and writes the same pairs as global banding over the eligible ones: (lo, hi),
+    unique, sorted, plus the sorted distinct `hi`."""
     rng = np.random.default_rng(5)
     sig = rng.integers(0, 4, size=(300, 12), dtype=np.uint32)  # tiny alphabet: many buckets
-    eligible = rng.random(300) > 0.2
+    empty, dup = rng.random(300) < 0.1, rng.random(300) < 0.1
     sizes = [100, 0, 120, 80]  # an empty part too
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     for i in range(len(sizes)):
-        save_npy(tmp_path / sig_name(i), np.ascontiguousarray(sig[offsets[i] : offsets[i + 1]].T))
-    save_npy(tmp_path / "eligible.npy", eligible)
+        lo, hi = offsets[i], offsets[i + 1]
+        save_npy(tmp_path / sig_name(i), np.ascontiguousarray(sig[lo:hi].T))
+        files.save(tmp_path, "empty", i, empty[lo:hi])
+        if i != 2:  # a part without copies has no `dup` file
+            files.save(tmp_path, "dup", i, dup[lo:hi])
     mult = rng.integers(0, 2**64, size=3, dtype=np.uint64) | np.uint64(1)
+    eligible = ~empty & ~(dup & ~((offsets[2] <= np.arange(300)) & (np.arange(300) < offsets[3])))
     cand = np.flatnonzero(eligible)
     for band in range(4):
-        got = band_file_task(band, str(tmp_path), len(sizes), 3, mult)
+        count = band_file_task(band, str(tmp_path), len(sizes), 3, mult)
         keys = band_keys(sig, cand, range(band * 3, band * 3 + 3), mult)
-        want = cand[band_edges(keys)]
-        assert len(want) > 0 and np.array_equal(got, want)
+        want = sorted({(min(a, b), max(a, b)) for a, b in cand[band_edges(keys)].tolist()})
+        got = files.load(tmp_path, "band", band)
+        assert count == len(want) > 0 and list(map(tuple, got.T.tolist())) == want
+        assert files.load(tmp_path, "bandhi", band)[0].tolist() == sorted({b for _, b in want})
     docs = np.array([0, 5, 101, 250, 299])
     assert np.array_equal(candidate_signatures(tmp_path, offsets, docs), sig[docs])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.dedup.unionfind import UnionFind, components
+from pipeline.dedup.unionfind import UnionFind, components, edge_components
 
 
 def _reference_components(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -48,3 +48,21 @@ def test_union_find_by_size_and_compression():
     uf.find(0)
     assert uf.parent[0] == root  # path compressed
     assert uf.find(5) == 5 and uf.size[5] == 1
+
+
+def test_edge_components_equal_components_on_the_nodes_of_the_edges():
+    """Only nodes in an edge come back, sorted, with the label `components` gives them (the
+    smallest node of the component); sparse large ids, chains and stars included."""
+    rng = np.random.default_rng(1)
+    chain = np.stack([np.arange(1, 200), np.arange(0, 199)])[:, ::-1]  # 199 -> ... -> 0
+    cases = [chain, np.zeros((2, 0), np.int64)]
+    for _ in range(30):
+        k = int(rng.integers(1, 80))
+        ids = np.sort(rng.choice(10**12, size=int(rng.integers(2, 60)), replace=False))
+        cases.append(ids[rng.integers(0, len(ids), size=(2, k))])
+    for edges in cases:
+        nodes, labels = edge_components(np.ascontiguousarray(edges))
+        assert nodes.tolist() == sorted(set(edges.ravel().tolist()))
+        local = np.searchsorted(nodes, edges)
+        want = components(len(nodes), np.ascontiguousarray(local.T))
+        assert labels.tolist() == nodes[want].tolist()

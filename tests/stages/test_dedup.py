@@ -229,3 +229,145 @@ def test_batches_cap_documents_and_characters(monkeypatch):
     texts = ["aaaa", "bbbb", "cccc", "x" * 50, "d", "e", "f"]
     assert dedup._batches(texts, 2) == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7)]
     assert dedup._batches([], 2) == []
+
+
+# ---------------------------------------------------------------- partitioned == in-RAM
+
+
+def _dup_corpus(num: int = 150) -> tuple[list[str], list[float]]:
+    """Originals, exact copies (whitespace changed), near copies (1-4 of 60 words replaced,
+    also of copies: chains), a few texts without words; copies point anywhere earlier, so
+    clusters span parts. Quality scores repeat (ties) and include NaN."""
+    rng = np.random.default_rng(42)
+    texts: list[str] = []
+    for i in range(num):
+        r = rng.random()
+        if i < 5 or r < 0.35:
+            texts.append(_doc(1000 + i))
+        elif r < 0.55:
+            texts.append("  " + texts[int(rng.integers(len(texts)))].replace(" ", "\n", 3))
+        elif r < 0.92:
+            words = texts[int(rng.integers(len(texts)))].split() or ["x"]
+            for k in rng.integers(len(words), size=int(rng.integers(1, 5))):
+                words[k] = WORDS[int(rng.integers(len(WORDS)))] + "q"
+            texts.append(" ".join(words))
+        else:
+            texts.append(["", "...", "!!", "a"][i % 4])
+    quality = [float("nan") if i % 17 == 0 else float(i % 5) for i in range(num)]
+    return texts, quality
+
+
+def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
+    """The in-RAM algorithm over global per-document arrays (what dedup did before its reduce
+    was partitioned): decision, cluster and the cluster stats."""
+    from pipeline.dedup import cluster as cl
+    from pipeline.dedup import exact
+    from pipeline.dedup.lsh import band_edges, band_keys
+    from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
+    from pipeline.dedup.unionfind import components
+
+    n = len(texts)
+    keys = exact.exact_keys(texts)
+    if cfg.exact == "hash_set":
+        ex = exact.hash_set(keys)
+    elif cfg.exact == "bloom":
+        ex = exact.bloom(keys, offsets, cfg.bloom_fp_rate, cfg.bloom_expected_docs)
+    else:
+        ex = exact.ExactDuplicates(np.zeros(n, bool), np.zeros((0, 2), np.int64))
+    edges, extra = ex.edges, {}
+    if cfg.near:
+        sig = minhash_texts(texts, cfg.num_perm, cfg.ngram, seed)
+        empty = cl.no_shingles(sig)
+        cand = np.flatnonzero(~ex.dup & ~empty)
+        bands, rows = cfg.bands_rows()
+        mult = np.random.default_rng([seed, 0x6C7368]).integers(
+            0, 2**64, size=rows, dtype=np.uint64
+        ) | np.uint64(1)
+        lists = [
+            cand[band_edges(band_keys(sig, cand, range(b * rows, (b + 1) * rows), mult))]
+            for b in range(bands)
+        ]
+        pairs = cl.unique_pairs(lists, n)
+        if cfg.verify == "exact":
+            sets = dict(enumerate(shingle_sets(texts, cfg.ngram, seed)))
+            ok = exact_jaccard(sets, pairs) >= cfg.threshold - 1e-12
+        else:
+            ok = cl.verify(sig, pairs, cfg.threshold)
+        edges = np.concatenate([edges, pairs[ok]])
+        extra = {
+            "docs_without_shingles": int(empty.sum()),
+            "candidate_pairs": len(pairs),
+            "verified_pairs": int(ok.sum()),
+            "band_task_docs": len(cand),
+        }
+    labels = components(n, edges)
+    score = None
+    if cfg.keep == "longest":
+        score = np.array([len(t) for t in texts], np.int32)
+    elif cfg.keep == "quality":
+        q = np.array(quality, np.float32)
+        score = np.where(np.isnan(q), -np.inf, q).astype(np.float32)
+    decision = cl.choose_keepers(labels, ex.dup, score)
+    cluster = np.where(np.bincount(labels, minlength=n)[labels] > 1, labels, -1)
+    hist, ids, sizes = cl.size_histogram(labels)
+    show = cl.example_members(labels, decision, ids, sizes, cfg.num_examples, 5)
+    reason = {0: "kept", 1: "exact_dup", 2: "near_dup"}
+    rows = [
+        {
+            "index": i,
+            "cluster": int(cluster[i]),
+            "id": f"d{i}",
+            "reason": reason[int(decision[i])],
+            "text": texts[i][:100],
+        }
+        for i in np.flatnonzero(show).tolist()
+    ]
+    return decision, cluster, {**cl.cluster_stats(hist, ids, sizes, rows), **extra}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "workers", "bucket_docs"),
+    [
+        ({}, 1, 8),
+        ({"keep": "longest", "verify": "estimate"}, 2, 8),
+        ({"keep": "quality", "num_examples": 50}, 1, 1 << 21),
+        ({"exact": "bloom", "bloom_fp_rate": 1e-4}, 2, 8),
+        ({"exact": "off", "keep": "quality"}, 1, 8),
+        ({"near": False, "keep": "longest"}, 1, 8),
+        ({"exact": "bloom", "near": False}, 1, 8),
+    ],
+)
+def test_partitioned_reduce_equals_the_in_ram_algorithm(
+    tmp_path, monkeypatch, cfg, workers, bucket_docs
+):
+    """Many exact and near copies spread over 4 uneven parts, exact-key buckets of ~8 keys
+    (32 bucket tasks) or one: every kept and rejected row, its cluster and the report's
+    cluster stats equal those of the global in-RAM algorithm."""
+    from pipeline.stages import dedup
+
+    monkeypatch.setattr(dedup, "EXACT_BUCKET_DOCS", bucket_docs)
+    texts, quality = _dup_corpus()
+    ids = [f"d{i}" for i in range(len(texts))]
+    table = docs_table(ids, texts, ["t"] * len(texts), quality=pa.array(quality, pa.float32()))
+    cuts = [0, 23, 70, 71, 150]
+    parts = [table.slice(a, b - a) for a, b in zip(cuts, cuts[1:])]
+    res, out = _run_parts(tmp_path, parts, workers=workers, ngram=3, **cfg)
+    config = DedupConfig(ngram=3, **cfg)
+    decision, cluster, want = _reference(texts, quality, np.array(cuts), config, 11)
+    kept = _read(out, "part-*.parquet")
+    rej = _read(out, "rejected/part-*.parquet")
+    reason = {1: "exact_dup", 2: "near_dup"}
+    assert [(r["id"], r["cluster"]) for r in kept] == [
+        (ids[i], int(cluster[i])) for i in np.flatnonzero(decision == 0)
+    ]
+    assert [(r["id"], r["reasons"], r["cluster"]) for r in rej] == [
+        (ids[i], [reason[int(decision[i])]], int(cluster[i])) for i in np.flatnonzero(decision)
+    ]
+    got = res.all_stats()
+    assert {k: got[k] for k in want} == want
+    assert got["clusters"] >= 10 or (config.exact == "bloom" and not config.near)
+    if config.exact != "off":
+        assert (decision == 1).sum() >= 10
+    if config.near:
+        assert (decision == 2).sum() >= 10
+    assert got["state_bytes_per_doc_peak"] <= got["state_bytes_per_doc_budget"]

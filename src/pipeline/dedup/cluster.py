@@ -99,17 +99,37 @@ def choose_keepers(labels: np.ndarray, exact: np.ndarray, score: np.ndarray | No
     return decision
 
 
+SIZE_BUCKETS = ((2, 2), (3, 3), (4, 4), (5, 8), (9, 16), (17, 64), (65, 1 << 62))
+
+
+def size_counts(sizes: np.ndarray) -> np.ndarray:
+    """int64 [len(SIZE_BUCKETS)]: clusters per size bucket (sizes >= 2); sums across tasks."""
+    sz = np.asarray(sizes)
+    return np.array([int(((sz >= lo) & (sz <= hi)).sum()) for lo, hi in SIZE_BUCKETS], np.int64)
+
+
+def size_labels(counts: np.ndarray) -> dict[str, int]:
+    """{"2": c, "3": c, "4": c, "5-8": c, ..., "65+": c}, non-zero buckets in size order."""
+    hist: dict[str, int] = {}
+    for (lo, hi), c in zip(SIZE_BUCKETS, np.asarray(counts).tolist(), strict=True):
+        if c:
+            hist[str(lo) if lo == hi else (f"{lo}-{hi}" if hi < 1 << 62 else f"{lo}+")] = c
+    return hist
+
+
+def top_clusters(ids: np.ndarray, sizes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` largest clusters, ties to the lowest id: (ids, sizes) int64 [<= k] in that order.
+    Merging each task's top k and taking the top k again gives the global top k."""
+    order = np.lexsort((ids, -np.asarray(sizes, np.int64)))[:k]
+    return np.asarray(ids, np.int64)[order], np.asarray(sizes, np.int64)[order]
+
+
 def size_histogram(labels: np.ndarray) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
     """Clusters of size >= 2: ({"2": c, "3": c, "4": c, "5-8": c, ...}, ids, sizes)."""
     sizes = np.bincount(labels, minlength=len(labels))
     ids = np.flatnonzero(sizes > 1)
     sz = sizes[ids]
-    hist: dict[str, int] = {}
-    for lo, hi in ((2, 2), (3, 3), (4, 4), (5, 8), (9, 16), (17, 64), (65, 1 << 62)):
-        c = int(((sz >= lo) & (sz <= hi)).sum())
-        if c:
-            hist[str(lo) if lo == hi else (f"{lo}-{hi}" if hi < 1 << 62 else f"{lo}+")] = c
-    return hist, ids, sz
+    return size_labels(size_counts(sz)), ids, sz
 
 
 def example_members(
@@ -129,18 +149,31 @@ def cluster_stats(
 ) -> dict[str, Any]:
     """Cluster counts and sizes, and the example clusters from `rows` (one dict per shown
     document: index, cluster, id, reason, text), largest cluster first."""
-    largest = int(np.argmax(sizes)) if len(sizes) else -1
+    top_ids, top_sizes = top_clusters(ids, sizes, len(ids))
+    return summary_stats(hist, len(ids), int(sizes.sum()), top_ids, top_sizes, rows)
+
+
+def summary_stats(
+    hist: dict[str, int],
+    num_clusters: int,
+    docs_in_clusters: int,
+    top_ids: np.ndarray,
+    top_sizes: np.ndarray,
+    rows: list[dict],
+) -> dict[str, Any]:
+    """cluster_stats from totals and the largest clusters (`top_clusters` order, at least the
+    clusters of `rows`): what the partitioned reduce has instead of all clusters."""
     stats: dict[str, Any] = {
-        "clusters": len(ids),
-        "docs_in_clusters": int(sizes.sum()),
+        "clusters": num_clusters,
+        "docs_in_clusters": docs_in_clusters,
         "cluster_size_histogram": hist,
-        "largest_cluster_size": int(sizes[largest]) if len(sizes) else 0,
-        "largest_cluster_id": int(ids[largest]) if len(sizes) else -1,
+        "largest_cluster_size": int(top_sizes[0]) if len(top_sizes) else 0,
+        "largest_cluster_id": int(top_ids[0]) if len(top_ids) else -1,
     }
     groups: dict[int, list[dict]] = {}
     for row in sorted(rows, key=lambda r: (r["reason"] != "kept", r["index"])):
         groups.setdefault(row["cluster"], []).append(row)
-    size_of = dict(zip(ids.tolist(), sizes.tolist(), strict=True))
+    size_of = dict(zip(top_ids.tolist(), top_sizes.tolist(), strict=True))
     stats["example_clusters"] = [
         {
             "cluster": c,

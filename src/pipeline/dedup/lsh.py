@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.dedup import files
+
 _GRID = 501  # trapezoid points per interval: areas to ~1e-6, ample for the argmin
 
 
@@ -112,33 +114,50 @@ def sig_name(index: int) -> str:
     return f"part-{index:05d}.sigT.npy"
 
 
-def band_file_task(
-    band: int, sketch_dir: str, num_parts: int, rows: int, mult: np.ndarray
-) -> np.ndarray:
+def band_file_task(band: int, sketch_dir: str, num_parts: int, rows: int, mult: np.ndarray) -> int:
     """Executor task for one LSH band: read the band's `rows` signature rows from every part's
-    file (contiguous in the transposed layout), keep the eligible documents (`eligible.npy`, in
-    global order) and return the band's star edges as global indices int64 [E, 2].
+    file (contiguous in the transposed layout), keep each part's eligible documents (not
+    `empty`, not an exact copy `dup`), and write the band's candidate pairs as global indices:
+    `band-<band>` int64 [2, E] (lo < hi, unique, sorted) and `bandhi-<band>` int64 [1, H] (the
+    distinct `hi`, sorted), so a part's documents are found by range. Returns E.
 
-    Memory ~(4 * rows + 25) bytes per eligible document; the driver sends a band number and
-    gets edges back, so signatures never pass through it.
+    Memory ~(4 * rows + 33) bytes per eligible document; the driver sends a band number and
+    gets a count back, so neither signatures nor pairs pass through it.
     """
     folder = Path(sketch_dir)
-    eligible = np.load(folder / "eligible.npy", allow_pickle=False)
-    cand = np.flatnonzero(eligible)
+    blocks, cands, lo = [], [], 0
     cols = slice(band * rows, (band + 1) * rows)
-    blocks, lo = [], 0
     for i in range(num_parts):
         sig_t = np.load(folder / sig_name(i), mmap_mode="r", allow_pickle=False)
-        hi = lo + sig_t.shape[1]
-        keep = eligible[lo:hi]
+        keep = ~files.load(folder, "empty", i)
+        dup = files.load_or_none(folder, "dup", i)
+        if dup is not None:
+            keep &= ~dup
         blocks.append(np.asarray(sig_t[cols])[:, keep])
-        lo = hi
-    del eligible
+        cands.append(lo + np.flatnonzero(keep))
+        lo += sig_t.shape[1]
     band_cols = np.concatenate(blocks, axis=1) if blocks else np.zeros((rows, 0), np.uint32)
     del blocks
+    cand = np.concatenate(cands) if cands else np.zeros(0, np.int64)
     keys = band_keys(band_cols.T, None, range(rows), mult)
     del band_cols
-    return cand[band_edges(keys)]
+    edges = cand[band_edges(keys)]
+    pairs = np.stack([edges.min(axis=1), edges.max(axis=1)]) if len(edges) else np.zeros((2, 0))
+    pairs = unique_columns(pairs.astype(np.int64))
+    files.save(folder, "band", band, pairs)
+    files.save(folder, "bandhi", band, np.unique(pairs[1])[None, :])
+    return pairs.shape[1]
+
+
+def unique_columns(pairs: np.ndarray) -> np.ndarray:
+    """Distinct columns of int64 [2, E], sorted by (row 0, row 1)."""
+    if pairs.shape[1] == 0:
+        return pairs
+    order = np.lexsort((pairs[1], pairs[0]))
+    p = pairs[:, order]
+    new = np.ones(p.shape[1], bool)
+    new[1:] = (p[0, 1:] != p[0, :-1]) | (p[1, 1:] != p[1, :-1])
+    return p[:, new]
 
 
 def candidate_signatures(sketch_dir: Path, offsets: np.ndarray, docs: np.ndarray) -> np.ndarray:
