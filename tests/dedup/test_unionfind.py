@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.dedup.components import star_components
 from pipeline.dedup.unionfind import UnionFind, components, edge_components
 
 
@@ -66,3 +67,22 @@ def test_edge_components_equal_components_on_the_nodes_of_the_edges():
         local = np.searchsorted(nodes, edges)
         want = components(len(nodes), np.ascontiguousarray(local.T))
         assert labels.tolist() == nodes[want].tolist()
+
+
+def test_star_rounds_give_the_same_components():
+    """Large-star / small-star rounds until both change nothing: the labels of
+    `edge_components` (chains, stars, random sparse graphs, cycles)."""
+    rng = np.random.default_rng(2)
+    cases = [np.stack([np.arange(0, 99), np.arange(1, 100)])[:, ::-1]]  # chain 99 -> 0
+    cases.append(np.array([[5, 5, 5, 9], [9, 7, 6, 8]]))
+    for _ in range(40):
+        k = int(rng.integers(1, 120))
+        ids = np.sort(rng.choice(10**9, size=int(rng.integers(2, 90)), replace=False))
+        pairs = ids[rng.integers(0, len(ids), size=(2, k))]
+        cases.append(pairs[:, pairs[0] != pairs[1]])
+    for pairs in cases:
+        if pairs.shape[1] == 0:
+            continue
+        want = edge_components(np.ascontiguousarray(pairs))
+        got = star_components(np.ascontiguousarray(pairs))
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

@@ -341,16 +341,19 @@ def test_partitioned_reduce_equals_the_in_ram_algorithm(
     tmp_path, monkeypatch, cfg, workers, bucket_docs
 ):
     """Many exact and near copies spread over 4 uneven parts, exact-key buckets of ~8 keys
-    (32 bucket tasks) or one: every kept and rejected row, its cluster and the report's
-    cluster stats equal those of the global in-RAM algorithm."""
+    (32 bucket tasks) and component ranges of ~8 edges (4 ranges), or one of each: every kept
+    and rejected row, its cluster and the report's cluster stats equal those of the global
+    in-RAM algorithm (sort-based exact copies, union-find over all documents)."""
+    from pipeline.dedup import reduce
     from pipeline.stages import dedup
 
     monkeypatch.setattr(dedup, "EXACT_BUCKET_DOCS", bucket_docs)
+    monkeypatch.setattr(reduce, "CC_EDGES_PER_TASK", 8 if bucket_docs == 8 else 1 << 22)
     texts, quality = _dup_corpus()
     ids = [f"d{i}" for i in range(len(texts))]
     table = docs_table(ids, texts, ["t"] * len(texts), quality=pa.array(quality, pa.float32()))
     cuts = [0, 23, 70, 71, 150]
-    parts = [table.slice(a, b - a) for a, b in zip(cuts, cuts[1:])]
+    parts = [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     res, out = _run_parts(tmp_path, parts, workers=workers, ngram=3, **cfg)
     config = DedupConfig(ngram=3, **cfg)
     decision, cluster, want = _reference(texts, quality, np.array(cuts), config, 11)

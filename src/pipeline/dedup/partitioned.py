@@ -44,38 +44,88 @@ def copy_flags_task(item: tuple[int, int, int], work_dir: str, num_buckets: int)
     return int(dup.sum())
 
 
-def resolve_task(bucket: int, work_dir: str, top: int) -> dict[str, Any]:
+def near_labels(work_dir: str, offsets: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For global documents `query` [q]: (in a near component bool [q], its label int64 [q]),
+    from the `cc-i` file of each one's part."""
+    found, label = np.zeros(len(query), bool), np.zeros(len(query), np.int64)
+    part_of = np.searchsorted(offsets, query, side="right") - 1
+    for j in np.unique(part_of).tolist():
+        cc = files.load_or_none(work_dir, "cc", j)
+        if cc is not None:
+            sel = part_of == j
+            found[sel], label[sel] = files.lookup(cc[0], cc[1], query[sel])
+    return found, label
+
+
+def resolve_task(bucket: int, work_dir: str, offsets: np.ndarray, top: int) -> dict[str, Any]:
     """Cluster labels for one bucket's exact copies and first occurrences, given the near
-    components (`nodes`: node, label, winner; absent without near dedup).
+    components (`cc-i` files: node, label; absent without near dedup).
 
     A copy's label is its first occurrence's: the first's near component label, or the first
     itself (its cluster is its copies). Writes `labels-b` int64 [3, m] (document, label, is a
-    copy) for the copies and the firsts outside near components, by document. Returns the
-    copies to add to near components (labels, counts) and the summary of the exact-only
-    clusters: size-bucket counts, number, documents, the `top` largest.
+    copy) for the copies and the firsts outside near components, by document, and `add-b`
+    int64 [2, k] (near label, copies of its members) by label. Returns the summary of the
+    exact-only clusters: size-bucket counts, number, documents, the `top` largest.
     """
     copies = np.array(files.load(work_dir, "copies", bucket))
     firsts = np.array(files.load(work_dir, "firsts", bucket))
-    nodes = files.load_or_none(work_dir, "nodes")
-    node, label = (nodes[0], nodes[1]) if nodes is not None else (np.zeros(0), np.zeros(0))
-    in_near, first_label = files.lookup(node, label, firsts[0])
-    copy_near, copy_label = files.lookup(node, label, copies[1])
+    in_near, first_label = near_labels(work_dir, offsets, firsts[0])
+    copy_near, copy_label = near_labels(work_dir, offsets, copies[1])
     alone = ~in_near
     doc = np.concatenate([copies[0], firsts[0][alone]])
     lab = np.concatenate([np.where(copy_near, copy_label, copies[1]), firsts[0][alone]])
     is_copy = np.concatenate([np.ones(copies.shape[1], np.int64), np.zeros(alone.sum(), np.int64)])
     order = np.argsort(doc, kind="stable")
     files.save(work_dir, "labels", bucket, np.stack([doc, lab, is_copy])[:, order])
-    near_labels, inverse = np.unique(first_label[in_near], return_inverse=True)
-    near_counts = np.bincount(inverse, weights=firsts[1][in_near], minlength=len(near_labels))
+    near_ids, inverse = np.unique(first_label[in_near], return_inverse=True)
+    near_add = np.zeros(len(near_ids), np.int64)
+    np.add.at(near_add, inverse, firsts[1][in_near])
+    files.save(work_dir, "add", bucket, np.stack([near_ids, near_add]))
     ids, sizes = firsts[0][alone], firsts[1][alone] + 1
+    return _summary(ids, sizes, top)
+
+
+def _summary(ids: np.ndarray, sizes: np.ndarray, top: int) -> dict[str, Any]:
     top_ids, top_sizes = top_clusters(ids, sizes, top)
     return {
-        "near_labels": near_labels.astype(np.int64),
-        "near_counts": near_counts.astype(np.int64),
         "size_counts": size_counts(sizes),
         "clusters": len(ids),
         "docs": int(sizes.sum()),
         "top_ids": top_ids,
         "top_sizes": top_sizes,
     }
+
+
+def cluster_task(
+    item: tuple[int, int, int],
+    work_dir: str,
+    offsets: np.ndarray,
+    num_buckets: int,
+    by_score: bool,
+    top: int,
+) -> dict[str, Any]:
+    """Near components whose label is in [lo, hi): members from every part's `bylabel`,
+    copies from every bucket's `add`; the kept member (the best `score`, ties to the first
+    seen; the first seen without scores) to `win-q`. Returns the clusters' summary."""
+    q, lo, hi = item
+    num_parts = len(offsets) - 1
+    got = [files.range_rows(files.load(work_dir, "bylabel", i), lo, hi) for i in range(num_parts)]
+    label, node = np.concatenate([np.zeros((2, 0), np.int64), *got], axis=1)
+    ids, sizes = np.unique(label, return_counts=True)
+    for b in range(num_buckets):
+        add = files.range_rows(files.load(work_dir, "add", b), lo, hi)
+        np.add.at(sizes, np.searchsorted(ids, add[0]), add[1])
+    if by_score:
+        score = np.zeros(len(node), np.float64)
+        part_of = np.searchsorted(offsets, node, side="right") - 1
+        for j in np.unique(part_of).tolist():
+            sel = part_of == j
+            score[sel] = np.asarray(files.load(work_dir, "score", j))[node[sel] - offsets[j]]
+        order = np.lexsort((node, -score, label))
+        head = np.ones(len(order), bool)
+        head[1:] = label[order][1:] != label[order][:-1]
+        winners = np.sort(node[order[head]])
+    else:
+        winners = ids  # the label is the smallest member: the first seen
+    files.save(work_dir, "win", q, winners[None, :])
+    return _summary(ids, sizes.astype(np.int64), top)

@@ -24,30 +24,23 @@ import pyarrow.parquet as pq
 
 from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
 from pipeline.dedup import cluster as cl
-from pipeline.dedup import exact, files
-from pipeline.dedup.bloom import BloomFilter, bloom_size
-from pipeline.dedup.lsh import band_file_task, optimal_bands, s_curve, sig_name
+from pipeline.dedup import exact, files, reduce
+from pipeline.dedup.lsh import optimal_bands, sig_name
 from pipeline.dedup.minhash import minhash_texts
-from pipeline.dedup.partitioned import copy_flags_task, exact_bucket_task, resolve_task
-from pipeline.dedup.unionfind import edge_components
-from pipeline.dedup.verify import candidate_sets_task, verify_task
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import read_table, save_npy, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
-CURVE_POINTS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 EXAMPLE_DOCS = 5  # documents shown per example cluster
 EXAMPLE_CHARS = 100
 BATCH_CHARS = 1 << 19  # characters hashed per numpy batch at most (besides batch_docs)
 SKETCH_DIR = ".sketch"  # the stage's work files (signatures, keys, pairs...) in its temp folder
 EXACT_BUCKET_DOCS = 1 << 21  # keys per exact-dup bucket task: ~50 MB of keys + its sort
-# Driver bytes: no term per input document. Per document in a verified near-duplicate pair
-# (nodes, labels, parents, scores, sort order of the components) and per verified pair (the
-# edges, their compact ids, the hooking temporaries), plus a few int64 per part; `exact:
-# bloom` adds its filter (bloom_expected_docs x bits per key: the user's trade-off).
-NODE_BYTES = 64
-EDGE_BYTES = 56
+# Driver bytes: no term that grows with the documents. It holds PART_BYTES per task of each map
+# (its result: counts, the `top` largest clusters) and, with `exact: bloom`, the filter
+# (bloom_expected_docs x ~29 bits at 1e-6: the user's memory/accuracy trade-off).
+STATE_BUDGET = 0  # bytes per document
 PART_BYTES = 64
 
 
@@ -150,33 +143,12 @@ def _sketch_part(
     return out
 
 
-@dataclass
-class _Plan:
-    """What every step of the reduce needs: per part, never per document."""
-
-    work: Path  # the work files, in the stage's temp folder
-    parts: list[Path]
-    offsets: np.ndarray  # int64 [num_parts + 1]: global row range of each part
-    seed: int  # MinHash and LSH seed
-    bits: int  # exact buckets: 2^bits (hash_set)
-
-    @property
-    def n(self) -> int:
-        return int(self.offsets[-1])
-
-    @property
-    def ranges(self) -> list[tuple[int, int, int]]:
-        """(part, first row, end row) of every part."""
-        o = self.offsets.tolist()
-        return [(i, o[i], o[i + 1]) for i in range(len(self.parts))]
-
-
-def _sketch(cfg: DedupConfig, ctx: StageContext, seed: int) -> tuple[_Plan, int]:
+def _sketch(cfg: DedupConfig, ctx: StageContext, seed: int) -> tuple[reduce.Plan, int]:
     """Map 1 over parts; returns the plan and the number of documents without shingles."""
     counts = [pq.ParquetFile(p).metadata.num_rows for p in ctx.input_parts]
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     bits = exact.bucket_bits(int(offsets[-1]), EXACT_BUCKET_DOCS)
-    plan = _Plan(ctx.out_dir / SKETCH_DIR, list(ctx.input_parts), offsets, seed, bits)
+    plan = reduce.Plan(ctx.out_dir / SKETCH_DIR, list(ctx.input_parts), offsets, seed, bits)
     plan.work.mkdir(parents=True, exist_ok=True)
     fn = functools.partial(_sketch_part, cfg=cfg, seed=seed, work_dir=str(plan.work), bits=bits)
     items = [(i, p, int(offsets[i])) for i, p in enumerate(plan.parts)]
@@ -187,137 +159,15 @@ def _sketch(cfg: DedupConfig, ctx: StageContext, seed: int) -> tuple[_Plan, int]
     return plan, sum(r["num_empty"] for r in results)
 
 
-# ---------------------------------------------------------------- reduce, in tasks
-
-
-def _exact(cfg: DedupConfig, ctx: StageContext, plan: _Plan) -> tuple[dict[str, Any], int]:
-    """Per-part `dup` files (exact copies); returns stats and the driver bytes held (bloom)."""
-    if cfg.exact == "hash_set":
-        work, num_parts = str(plan.work), len(plan.parts)
-        fn = functools.partial(exact_bucket_task, work_dir=work, num_parts=num_parts)
-        ctx.executor.map(fn, list(range(1 << plan.bits)), desc="dedup: exact")
-        fn = functools.partial(copy_flags_task, work_dir=work, num_buckets=1 << plan.bits)
-        ctx.executor.map(fn, plan.ranges, desc="dedup: flags")
-        return {"exact_hash": exact.KEY_DESCRIPTION}, 0
-    if cfg.exact == "off":
-        return {}, 0
-    # bloom: first-seen order is sequential by nature; the filter is the only big thing held
-    bf = BloomFilter(*bloom_size(cfg.bloom_expected_docs or max(1, plan.n), cfg.bloom_fp_rate))
-    for i, _, _ in plan.ranges:
-        files.save(plan.work, "dup", i, bf.add_new(np.array(files.load(plan.work, "keys", i))))
-    return exact.bloom_stats(bf, cfg.bloom_fp_rate), bf.words.nbytes
-
-
-def _near(cfg: DedupConfig, ctx: StageContext, plan: _Plan, num_empty: int) -> dict[str, Any]:
-    """Band tasks write candidate pairs, per-part tasks verify them into `near-i` files."""
-    bands, rows = cfg.bands_rows()
-    stats: dict[str, Any] = {
-        **setting(cfg, "bands", value=bands),
-        **setting(cfg, "rows", value=rows),
-        "s_curve": {f"{s:g}": round(float(s_curve(s, bands, rows)), 4) for s in CURVE_POINTS},
-        "docs_without_shingles": num_empty,
-    }
-    work = str(plan.work)
-    mult = np.random.default_rng([plan.seed, 0x6C7368]).integers(
-        0, 2**64, size=rows, dtype=np.uint64
-    ) | np.uint64(1)
-    fn = functools.partial(
-        band_file_task, sketch_dir=work, num_parts=len(plan.parts), rows=rows, mult=mult
-    )
-    ctx.executor.map(fn, list(range(bands)), desc="dedup: bands")
-    if cfg.verify == "exact":
-        fn = functools.partial(
-            candidate_sets_task, work_dir=work, bands=bands, ngram=cfg.ngram, seed=plan.seed
-        )
-        items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
-        ctx.executor.map(fn, items, desc="dedup: shingles")
-    fn = functools.partial(
-        verify_task,
-        work_dir=work,
-        bands=bands,
-        offsets=plan.offsets,
-        threshold=cfg.threshold,
-        method=cfg.verify,
-    )
-    results = ctx.executor.map(fn, plan.ranges, desc="dedup: verify")
-    eligible = 0
-    for i, _, _ in plan.ranges:  # one part's flags at a time
-        ok = ~files.load(plan.work, "empty", i)
-        dup = files.load_or_none(plan.work, "dup", i)
-        eligible += int((ok & ~dup).sum() if dup is not None else ok.sum())
-    stats.update(setting(cfg, "verify"))
-    stats.update(
-        {
-            "candidate_pairs": sum(r["candidates"] for r in results),
-            "verified_pairs": sum(r["verified"] for r in results),
-            "band_task_docs": eligible,
-        }
-    )
-    return stats
-
-
-def _components(cfg: DedupConfig, plan: _Plan) -> tuple[np.ndarray, np.ndarray, int]:
-    """Join the verified pairs into components over their documents only; write `nodes`
-    int64 [3, m] (document, label = smallest member, 1 if kept). Returns the components'
-    labels and sizes (near members only) and the driver bytes this held at its peak."""
-    edges = np.concatenate(
-        [np.zeros((2, 0), np.int64)]
-        + [np.array(files.load(plan.work, "near", i)) for i, _, _ in plan.ranges],
-        axis=1,
-    )
-    nodes, labels = edge_components(edges)
-    num_edges, m = edges.shape[1], len(nodes)
-    del edges
-    if cfg.keep == "first":
-        winner = nodes == labels  # the smallest member: the first seen
-    else:  # the best score among the members (none is an exact copy), ties to the first seen
-        score = np.zeros(m, np.float64)
-        for i, lo, hi in plan.ranges:
-            r0, r1 = np.searchsorted(nodes, [lo, hi])
-            score[r0:r1] = np.asarray(files.load(plan.work, "score", i))[nodes[r0:r1] - lo]
-        order = np.lexsort((nodes, -score, labels))
-        head = np.ones(m, bool)
-        head[1:] = labels[order][1:] != labels[order][:-1]
-        winner = np.zeros(m, bool)
-        winner[order[head]] = True
-    files.save(plan.work, "nodes", None, np.stack([nodes, labels, winner.astype(np.int64)]))
-    ids, sizes = np.unique(labels, return_counts=True)
-    peak = max(EDGE_BYTES * num_edges + 32 * m, NODE_BYTES * m)
-    return ids, sizes.astype(np.int64), peak
-
-
-def _clusters(
-    cfg: DedupConfig, ctx: StageContext, plan: _Plan, ids: np.ndarray, sizes: np.ndarray
-) -> tuple[dict[str, int], int, int, np.ndarray, np.ndarray]:
-    """Exact copies joined to their clusters (tasks per bucket); returns the size histogram,
-    the numbers of clusters and of their documents, and the largest clusters (ids, sizes)."""
-    top = max(cfg.num_examples, 1)
-    counts = np.zeros(len(cl.SIZE_BUCKETS), np.int64)
-    num, docs, top_ids, top_sizes = 0, 0, [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    if cfg.exact == "hash_set":
-        fn = functools.partial(resolve_task, work_dir=str(plan.work), top=top)
-        for r in ctx.executor.map(fn, list(range(1 << plan.bits)), desc="dedup: labels"):
-            np.add.at(sizes, np.searchsorted(ids, r["near_labels"]), r["near_counts"])
-            counts += r["size_counts"]
-            num, docs = num + r["clusters"], docs + r["docs"]
-            top_ids.append(r["top_ids"])
-            top_sizes.append(r["top_sizes"])
-    near_top = cl.top_clusters(ids, sizes, top)
-    best = cl.top_clusters(
-        np.concatenate([near_top[0], *top_ids]), np.concatenate([near_top[1], *top_sizes]), top
-    )
-    hist = cl.size_labels(counts + cl.size_counts(sizes))
-    return hist, num + len(ids), docs + int(sizes.sum()), best[0], best[1]
-
-
 # ---------------------------------------------------------------- map 2: write
 
 
 def _part_decisions(
-    work: str, index: int, lo: int, hi: int, num_buckets: int
+    work: str, index: int, lo: int, hi: int, num_buckets: int, ranges: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Part `index`'s decision uint8 [n] and cluster int64 [n] (-1: in none) from its slices of
-    the work files: exact copies (`dup`), their labels (`labels-b`), near components (`nodes`)."""
+    the work files: exact copies (`dup`), their labels (`labels-b`), near components (`cc-i`)
+    and their kept members (`win-q`)."""
     decision = np.full(hi - lo, cl.KEEP, np.uint8)
     cluster = np.full(hi - lo, -1, np.int64)
     dup = files.load_or_none(work, "dup", index)
@@ -326,11 +176,12 @@ def _part_decisions(
     for b in range(num_buckets):
         doc, label, _ = files.range_rows(files.load(work, "labels", b), lo, hi)
         cluster[doc - lo] = label
-    nodes = files.load_or_none(work, "nodes")
-    if nodes is not None:
-        doc, label, winner = files.range_rows(nodes, lo, hi)
-        cluster[doc - lo] = label
-        decision[doc[winner == 0] - lo] = cl.NEAR_DUP
+    if ranges:
+        node, label = np.array(files.load(work, "cc", index))
+        cluster[node - lo] = label
+        winners = [files.range_rows(files.load(work, "win", q), lo, hi)[0] for q in range(ranges)]
+        lost = np.setdiff1d(node, np.concatenate(winners), assume_unique=True)
+        decision[lost - lo] = cl.NEAR_DUP
     return decision, cluster
 
 
@@ -339,10 +190,11 @@ def _apply_part(
     work_dir: str,
     out_dir: Path,
     num_buckets: int,
+    ranges: int,
     examples: tuple[int, ...],
 ) -> dict[str, Any]:
     index, path, lo, hi = item
-    decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets)
+    decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     table = read_table(path)
     for col in ("cluster", "reasons"):  # a re-run on dedup output: ours replace the old ones
         if col in table.column_names:
@@ -402,25 +254,24 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     plan, num_empty = _sketch(cfg, ctx, seed)
     n = plan.n
     stats: dict[str, Any] = {**setting(cfg, "exact", "exact_method"), **setting(cfg, "near")}
-    exact_stats, bloom_bytes = _exact(cfg, ctx, plan)
+    exact_stats, bloom_bytes = reduce.exact_copies(cfg, ctx, plan)
     stats.update(exact_stats)
     if "bloom_fp_target" in exact_stats:  # the core echoes the rate it was given
         stats["bloom_fp_target_key"] = recipe_key(cfg, "bloom_fp_rate")
-    ids, sizes, cc_bytes, nodes, pairs = np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0, 0
+    ranges = 0
     if cfg.near:
         for name in ("threshold", "num_perm", "ngram"):
             stats.update(setting(cfg, name))
         stats.update(setting(cfg, "seed", "minhash_seed", value=seed))
-        stats.update(_near(cfg, ctx, plan, num_empty))
-        ids, sizes, cc_bytes = _components(cfg, plan)
-        pairs, nodes = stats["verified_pairs"], int(sizes.sum())
-    hist, num, docs, top_ids, top_sizes = _clusters(cfg, ctx, plan, ids, sizes)
-    num_buckets = (1 << plan.bits) if cfg.exact == "hash_set" else 0
+        stats.update(reduce.near_pairs(cfg, ctx, plan, num_empty))
+        ranges = reduce.components(ctx, plan, stats["verified_pairs"])
+    hist, num, docs, top_ids, top_sizes = reduce.clusters(cfg, ctx, plan, ranges)
     fn = functools.partial(
         _apply_part,
         work_dir=str(plan.work),
         out_dir=ctx.out_dir,
-        num_buckets=num_buckets,
+        num_buckets=(1 << plan.bits) if cfg.exact == "hash_set" else 0,
+        ranges=ranges,
         examples=tuple(top_ids[: cfg.num_examples].tolist()),
     )
     items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
@@ -428,11 +279,10 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(cl.summary_stats(hist, num, docs, top_ids, top_sizes, _example_rows(results)))
-    # driver: per-part numbers, the near components, the Bloom filter; nothing per document
-    part_bytes = PART_BYTES * (len(plan.parts) + (1 << plan.bits))
-    stats["state_bytes_per_doc_peak"] = round((part_bytes + bloom_bytes + cc_bytes) / max(n, 1), 1)
-    budget = part_bytes + bloom_bytes + NODE_BYTES * nodes + EDGE_BYTES * pairs
-    stats["state_bytes_per_doc_budget"] = round(budget / max(n, 1), 1)
+    # driver: a few numbers per task (parts, buckets, node ranges) and the Bloom filter
+    held = PART_BYTES * (len(plan.parts) + (1 << plan.bits) + ranges) + bloom_bytes
+    stats["state_bytes_per_doc_peak"] = round(held / max(n, 1), 1)
+    stats["state_bytes_per_doc_budget"] = round(STATE_BUDGET + held / max(n, 1), 1)
     outputs = [o for r in results for o in r["outputs"]]
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
