@@ -82,7 +82,10 @@ def resolve_task(bucket: int, work_dir: str, offsets: np.ndarray, top: int) -> d
     np.add.at(near_add, inverse, firsts[1][in_near])
     files.save(work_dir, "add", bucket, np.stack([near_ids, near_add]))
     ids, sizes = firsts[0][alone], firsts[1][alone] + 1
-    return _summary(ids, sizes, top)
+    out = _summary(ids, sizes, top)
+    out["kept"] = out["top_ids"].tolist()  # an exact-only cluster keeps its first occurrence
+    out["others"] = [np.zeros(0, np.int64)] * len(out["kept"])  # its copies: by label, later
+    return out
 
 
 def _summary(ids: np.ndarray, sizes: np.ndarray, top: int) -> dict[str, Any]:
@@ -103,10 +106,12 @@ def cluster_task(
     num_buckets: int,
     by_score: bool,
     top: int,
+    per: int,
 ) -> dict[str, Any]:
     """Near components whose label is in [lo, hi): members from every part's `bylabel`,
     copies from every bucket's `add`; the kept member (the best `score`, ties to the first
-    seen; the first seen without scores) to `win-q`. Returns the clusters' summary."""
+    seen; the first seen without scores) to `win-q`. Returns the clusters' summary and, for
+    its `top` largest, the kept member and the first `per - 1` others (example candidates)."""
     q, lo, hi = item
     num_parts = len(offsets) - 1
     got = [files.range_rows(files.load(work_dir, "bylabel", i), lo, hi) for i in range(num_parts)]
@@ -128,4 +133,19 @@ def cluster_task(
     else:
         winners = ids  # the label is the smallest member: the first seen
     files.save(work_dir, "win", q, winners[None, :])
-    return _summary(ids, sizes.astype(np.int64), top)
+    out = _summary(ids, sizes.astype(np.int64), top)
+    kept, others = [], []
+    for c in out["top_ids"].tolist():
+        members = np.sort(node[label == c])
+        win = members[np.isin(members, winners)]
+        kept.append(int(win[0]))
+        others.append(members[members != win[0]][: per - 1])
+    out["kept"], out["others"] = kept, others
+    return out
+
+
+def example_copies_task(bucket: int, work_dir: str, labels: tuple[int, ...], per: int) -> list:
+    """For each cluster in `labels`: its first `per - 1` exact copies in this bucket (by index),
+    int64 arrays from `labels-b`."""
+    doc, label, is_copy = np.array(files.load(work_dir, "labels", bucket))
+    return [doc[(label == c) & (is_copy == 1)][: per - 1] for c in labels]

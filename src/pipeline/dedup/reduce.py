@@ -25,6 +25,7 @@ from pipeline.dedup.partitioned import (
     cluster_task,
     copy_flags_task,
     exact_bucket_task,
+    example_copies_task,
     resolve_task,
 )
 from pipeline.dedup.verify import candidate_sets_task, verify_task
@@ -150,11 +151,12 @@ def components(ctx: StageContext, plan: Plan, verified: int) -> int:
 
 
 def clusters(
-    cfg: DedupConfig, ctx: StageContext, plan: Plan, ranges: int
-) -> tuple[dict[str, int], int, int, np.ndarray, np.ndarray]:
+    cfg: DedupConfig, ctx: StageContext, plan: Plan, ranges: int, per: int
+) -> tuple[dict[str, int], int, int, np.ndarray, np.ndarray, np.ndarray]:
     """Exact copies joined to their clusters (tasks per bucket), near components summed and
     their kept member chosen (tasks per label range); returns the size histogram, the numbers
-    of clusters and of their documents, and the largest clusters (ids, sizes)."""
+    of clusters and of their documents, the largest clusters (ids, sizes) and the documents
+    shown for the first `num_examples` of them (the kept one and `per - 1` others, sorted)."""
     top = max(cfg.num_examples, 1)
     work, offsets = str(plan.work), plan.offsets
     results = []
@@ -171,6 +173,7 @@ def clusters(
             num_buckets=num_buckets,
             by_score=cfg.keep != "first",
             top=top,
+            per=per,
         )
         items = [(q, int(bounds[q]), int(bounds[q + 1])) for q in range(ranges)]
         results += ctx.executor.map(fn, items, desc="dedup: near clusters")
@@ -182,4 +185,29 @@ def clusters(
     )
     num = sum(r["clusters"] for r in results)
     docs = sum(r["docs"] for r in results)
-    return cl.size_labels(counts), num, docs, best[0], best[1]
+    show = _shown(ctx, plan, results, best[0][: cfg.num_examples], num_buckets, per)
+    return cl.size_labels(counts), num, docs, best[0], best[1], show
+
+
+def _shown(
+    ctx: StageContext, plan: Plan, results: list, labels: np.ndarray, num_buckets: int, per: int
+) -> np.ndarray:
+    """Sorted documents shown for the example clusters `labels`: the kept one and the first
+    `per - 1` others by index (near members from the cluster tasks, copies from the buckets)."""
+    kept: dict[int, int] = {}
+    others: dict[int, list[np.ndarray]] = {}
+    for r in results:
+        for c, k, o in zip(r["top_ids"].tolist(), r["kept"], r["others"], strict=True):
+            kept[c] = k
+            others.setdefault(c, []).append(o)
+    wanted = tuple(labels.tolist())
+    if wanted and num_buckets:
+        fn = functools.partial(example_copies_task, work_dir=str(plan.work), labels=wanted, per=per)
+        for got in ctx.executor.map(fn, list(range(num_buckets)), desc="dedup: examples"):
+            for c, docs in zip(wanted, got, strict=True):
+                others[c].append(docs)
+    shown = [np.zeros(0, np.int64)]
+    for c in wanted:
+        shown.append(np.array([kept[c]], np.int64))
+        shown.append(np.sort(np.concatenate(others[c]))[: per - 1])
+    return np.sort(np.concatenate(shown))

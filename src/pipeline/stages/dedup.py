@@ -191,8 +191,10 @@ def _apply_part(
     out_dir: Path,
     num_buckets: int,
     ranges: int,
-    examples: tuple[int, ...],
+    shown: np.ndarray,
 ) -> dict[str, Any]:
+    """Map 2: write part `index`'s kept and rejected rows; return its counts and its rows among
+    the example documents `shown` (sorted global indices)."""
     index, path, lo, hi = item
     decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     table = read_table(path)
@@ -208,14 +210,7 @@ def _apply_part(
         out_dir, index, table, keep, reasons, kept, cluster=pa.array(cluster[~keep], pa.int64())
     )
     counts.dropped = {"exact_dup": 0, "near_dup": 0, **counts.dropped}  # both reported, even 0
-    show = [
-        r
-        for c in examples
-        for members in [np.flatnonzero(cluster == c)]
-        for r in np.concatenate(
-            [members[keep[members]], members[~keep[members]][: EXAMPLE_DOCS - 1]]
-        ).tolist()
-    ]
+    show = (shown[(shown >= lo) & (shown < hi)] - lo).tolist()
     rows = []
     if show:
         sub = table.take(pa.array(show, pa.int64())).select(["id", "text"]).to_pylist()
@@ -230,21 +225,6 @@ def _apply_part(
                 }
             )
     return {"outputs": outputs, "counts": counts, "examples": rows}
-
-
-def _example_rows(results: list[dict[str, Any]]) -> list[dict]:
-    """Each example cluster's kept document and its first EXAMPLE_DOCS - 1 others (by index)
-    among the candidates every part sent."""
-    by: dict[int, list[dict]] = {}
-    for row in (e for r in results for e in r["examples"]):
-        by.setdefault(row["cluster"], []).append(row)
-    out = []
-    for rows in by.values():
-        out += [r for r in rows if r["reason"] == "kept"]
-        out += sorted((r for r in rows if r["reason"] != "kept"), key=lambda r: r["index"])[
-            : EXAMPLE_DOCS - 1
-        ]
-    return out
 
 
 def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
@@ -265,20 +245,26 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         stats.update(setting(cfg, "seed", "minhash_seed", value=seed))
         stats.update(reduce.near_pairs(cfg, ctx, plan, num_empty))
         ranges = reduce.components(ctx, plan, stats["verified_pairs"])
-    hist, num, docs, top_ids, top_sizes = reduce.clusters(cfg, ctx, plan, ranges)
+    hist, num, docs, top_ids, top_sizes, shown = reduce.clusters(
+        cfg, ctx, plan, ranges, EXAMPLE_DOCS
+    )
     fn = functools.partial(
         _apply_part,
         work_dir=str(plan.work),
         out_dir=ctx.out_dir,
         num_buckets=(1 << plan.bits) if cfg.exact == "hash_set" else 0,
         ranges=ranges,
-        examples=tuple(top_ids[: cfg.num_examples].tolist()),
+        shown=shown,
     )
     items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
     results = ctx.executor.map(fn, items, desc="dedup: write")
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
-    stats.update(cl.summary_stats(hist, num, docs, top_ids, top_sizes, _example_rows(results)))
+    stats.update(
+        cl.summary_stats(
+            hist, num, docs, top_ids, top_sizes, [e for r in results for e in r["examples"]]
+        )
+    )
     # driver: a few numbers per task (parts, buckets, node ranges) and the Bloom filter
     held = PART_BYTES * (len(plan.parts) + (1 << plan.bits) + ranges) + bloom_bytes
     stats["state_bytes_per_doc_peak"] = round(held / max(n, 1), 1)
