@@ -7,9 +7,11 @@ import pytest
 
 from pipeline.dedup import files
 from pipeline.dedup.lsh import (
+    band_bucket_rows,
+    band_bucket_task,
     band_edges,
-    band_file_task,
     band_keys,
+    band_mult,
     candidate_signatures,
     fp_fn_areas,
     optimal_bands,
@@ -52,30 +54,46 @@ def test_band_edges_star_per_bucket():
     assert sorted(map(tuple, band_edges(keys).tolist())) == [(0, 2), (0, 5), (1, 4)]
 
 
-def test_band_tasks_over_part_files_match_global_banding(tmp_path):
-    """Each band task reads its rows of every part's file, drops the parts' `empty` and `dup`
-    documents and writes the same pairs as global banding over the eligible ones: (lo, hi),
-    unique, sorted, plus the sorted distinct `hi`."""
+@pytest.mark.parametrize("bits", [0, 2])
+def test_band_tasks_over_key_buckets_match_global_banding(tmp_path, bits):
+    """Each part writes its band keys grouped by (band, key bucket); each group's task drops the
+    parts' exact copies (`dup`) and writes star pairs. The union of a band's groups is the
+    pairs of global banding over the eligible documents (no shingle and copies left out):
+    (lo, hi), unique, sorted, plus the sorted distinct `hi`."""
     rng = np.random.default_rng(5)
     sig = rng.integers(0, 4, size=(300, 12), dtype=np.uint32)  # tiny alphabet: many buckets
     empty, dup = rng.random(300) < 0.1, rng.random(300) < 0.1
+    dup[100:220] = False  # part 2 has no copies and no `dup` file
     sizes = [100, 0, 120, 80]  # an empty part too
     offsets = np.concatenate([[0], np.cumsum(sizes)])
+    mult = band_mult(7, 3)
     for i in range(len(sizes)):
         lo, hi = offsets[i], offsets[i + 1]
-        save_npy(tmp_path / sig_name(i), np.ascontiguousarray(sig[lo:hi].T))
-        files.save(tmp_path, "empty", i, empty[lo:hi])
-        if i != 2:  # a part without copies has no `dup` file
+        keys, bounds = band_bucket_rows(sig[lo:hi], ~empty[lo:hi], int(lo), 4, 3, mult, bits)
+        files.save(tmp_path, "bkeys", i, keys)
+        files.save(tmp_path, "bkeybounds", i, bounds)
+        if i != 2:
             files.save(tmp_path, "dup", i, dup[lo:hi])
-    mult = rng.integers(0, 2**64, size=3, dtype=np.uint64) | np.uint64(1)
-    eligible = ~empty & ~(dup & ~((offsets[2] <= np.arange(300)) & (np.arange(300) < offsets[3])))
-    cand = np.flatnonzero(eligible)
+    cand = np.flatnonzero(~empty & ~dup)
     for band in range(4):
-        count = band_file_task(band, str(tmp_path), len(sizes), 3, mult)
         keys = band_keys(sig, cand, range(band * 3, band * 3 + 3), mult)
         want = sorted({(min(a, b), max(a, b)) for a, b in cand[band_edges(keys)].tolist()})
-        got = files.load(tmp_path, "band", band)
-        assert count == len(want) > 0 and list(map(tuple, got.T.tolist())) == want
-        assert files.load(tmp_path, "bandhi", band)[0].tolist() == sorted({b for _, b in want})
+        got, his = set(), set()
+        for g in range(band << bits, (band + 1) << bits):
+            count = band_bucket_task(g, str(tmp_path), offsets)
+            pairs = files.load(tmp_path, "band", g)
+            assert count == pairs.shape[1]
+            assert list(map(tuple, pairs.T.tolist())) == sorted(set(map(tuple, pairs.T.tolist())))
+            got |= set(map(tuple, pairs.T.tolist()))
+            his |= set(files.load(tmp_path, "bandhi", g)[0].tolist())
+        assert len(want) > 0 and sorted(got) == want and his == {b for _, b in want}
+
+
+def test_candidate_signatures_read_back_from_part_files(tmp_path):
+    rng = np.random.default_rng(6)
+    sig = rng.integers(0, 2**32, size=(300, 12), dtype=np.uint32)
+    offsets = np.array([0, 100, 100, 220, 300])
+    for i in range(4):
+        save_npy(tmp_path / sig_name(i), np.ascontiguousarray(sig[offsets[i] : offsets[i + 1]].T))
     docs = np.array([0, 5, 101, 250, 299])
     assert np.array_equal(candidate_signatures(tmp_path, offsets, docs), sig[docs])

@@ -328,11 +328,11 @@ def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
 @pytest.mark.parametrize(
     ("cfg", "workers", "bucket_docs"),
     [
-        ({}, 1, 8),
-        ({"keep": "longest", "verify": "estimate"}, 2, 8),
+        ({}, 1, 40),
+        ({"keep": "longest", "verify": "estimate"}, 2, 40),
         ({"keep": "quality", "num_examples": 50}, 1, 1 << 21),
-        ({"exact": "bloom", "bloom_fp_rate": 1e-4}, 2, 8),
-        ({"exact": "off", "keep": "quality"}, 1, 8),
+        ({"exact": "bloom", "bloom_fp_rate": 1e-4}, 2, 40),
+        ({"exact": "off", "keep": "quality"}, 1, 40),
         ({"near": False, "keep": "longest"}, 1, 8),
         ({"exact": "bloom", "near": False}, 1, 8),
     ],
@@ -340,15 +340,16 @@ def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
 def test_partitioned_reduce_equals_the_in_ram_algorithm(
     tmp_path, monkeypatch, cfg, workers, bucket_docs
 ):
-    """Many exact and near copies spread over 4 uneven parts, exact-key buckets of ~8 keys
-    (32 bucket tasks) and component ranges of ~8 edges (4 ranges), or one of each: every kept
+    """Many exact and near copies spread over 4 uneven parts, key buckets of ~8 or ~40 keys
+    (32 or 4 tasks for the exact keys and for each LSH band) and component ranges of ~8 edges
+    (4 ranges), or one of each: every kept
     and rejected row, its cluster and the report's cluster stats equal those of the global
     in-RAM algorithm (sort-based exact copies, union-find over all documents)."""
     from pipeline.dedup import reduce
     from pipeline.stages import dedup
 
     monkeypatch.setattr(dedup, "EXACT_BUCKET_DOCS", bucket_docs)
-    monkeypatch.setattr(reduce, "CC_EDGES_PER_TASK", 8 if bucket_docs == 8 else 1 << 22)
+    monkeypatch.setattr(reduce, "CC_EDGES_PER_TASK", 8 if bucket_docs < 1000 else 1 << 22)
     texts, quality = _dup_corpus()
     ids = [f"d{i}" for i in range(len(texts))]
     table = docs_table(ids, texts, ["t"] * len(texts), quality=pa.array(quality, pa.float32()))

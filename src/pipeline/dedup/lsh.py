@@ -114,38 +114,69 @@ def sig_name(index: int) -> str:
     return f"part-{index:05d}.sigT.npy"
 
 
-def band_file_task(band: int, sketch_dir: str, num_parts: int, rows: int, mult: np.ndarray) -> int:
-    """Executor task for one LSH band: read the band's `rows` signature rows from every part's
-    file (contiguous in the transposed layout), keep each part's eligible documents (not
-    `empty`, not an exact copy `dup`), and write the band's candidate pairs as global indices:
-    `band-<band>` int64 [2, E] (lo < hi, unique, sorted) and `bandhi-<band>` int64 [1, H] (the
-    distinct `hi`, sorted), so a part's documents are found by range. Returns E.
+def band_mult(seed: int, rows: int) -> np.ndarray:
+    """Odd uint64 [rows]: the seeded multipliers that combine a band's rows into its key."""
+    rng = np.random.default_rng([seed, 0x6C7368])
+    return rng.integers(0, 2**64, size=rows, dtype=np.uint64) | np.uint64(1)
 
-    Memory ~(4 * rows + 33) bytes per eligible document; the driver sends a band number and
-    gets a count back, so neither signatures nor pairs pass through it.
+
+def band_bucket_rows(
+    sig: np.ndarray,
+    keep: np.ndarray,
+    first_index: int,
+    bands: int,
+    rows: int,
+    mult: np.ndarray,
+    bits: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One part's band keys for the shuffle by (band, key bucket): (uint64 [2, bands * m]: the
+    band key and global index of each `keep` document, grouped by band, then by the key's top
+    `bits`, in row order within a group; int64 [bands * 2^bits + 1]: the group offsets).
+    `sig` uint32 [n, num_perm], `keep` bool [n]."""
+    idx = np.flatnonzero(keep)
+    groups = 1 << bits
+    out = np.empty((2, bands * len(idx)), np.uint64)
+    counts = np.zeros(bands * groups, np.int64)
+    for b in range(bands):
+        key = band_keys(sig, idx, range(b * rows, (b + 1) * rows), mult)
+        bucket = key >> np.uint64(64 - bits) if bits else np.zeros(len(key), np.uint64)
+        order = np.argsort(bucket, kind="stable")
+        lo = b * len(idx)
+        out[0, lo : lo + len(idx)] = key[order]
+        out[1, lo : lo + len(idx)] = idx[order].astype(np.uint64) + np.uint64(first_index)
+        counts[b * groups : (b + 1) * groups] = np.bincount(
+            bucket.astype(np.int64), minlength=groups
+        )
+    return out, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def band_bucket_task(group: int, sketch_dir: str, offsets: np.ndarray) -> int:
+    """Executor task for one (band, key bucket) `group`: read its band keys from every part's
+    `bkeys` file, drop the parts' exact copies (`dup`), and write the star pairs of equal keys
+    as global indices: `band-<group>` int64 [2, E] (lo < hi, unique, sorted) and
+    `bandhi-<group>` int64 [1, H] (the distinct `hi`, sorted), so a part's documents are found
+    by range. Returns E.
+
+    Equal keys share a bucket, and rows come in global order, so the pairs are those of the
+    whole band. Memory ~40 bytes per key of the group (about `bucket_docs`), whatever the
+    corpus size; the driver sends a number and gets a count back.
     """
-    folder = Path(sketch_dir)
-    blocks, cands, lo = [], [], 0
-    cols = slice(band * rows, (band + 1) * rows)
-    for i in range(num_parts):
-        sig_t = np.load(folder / sig_name(i), mmap_mode="r", allow_pickle=False)
-        keep = ~files.load(folder, "empty", i)
-        dup = files.load_or_none(folder, "dup", i)
-        if dup is not None:
-            keep &= ~dup
-        blocks.append(np.asarray(sig_t[cols])[:, keep])
-        cands.append(lo + np.flatnonzero(keep))
-        lo += sig_t.shape[1]
-    band_cols = np.concatenate(blocks, axis=1) if blocks else np.zeros((rows, 0), np.uint32)
-    del blocks
-    cand = np.concatenate(cands) if cands else np.zeros(0, np.int64)
-    keys = band_keys(band_cols.T, None, range(rows), mult)
-    del band_cols
-    edges = cand[band_edges(keys)]
+    keys, cands = [], []
+    for i in range(len(offsets) - 1):
+        bounds = files.load(sketch_dir, "bkeybounds", i)
+        got = np.array(files.load(sketch_dir, "bkeys", i)[:, bounds[group] : bounds[group + 1]])
+        dup = files.load_or_none(sketch_dir, "dup", i)
+        if dup is not None and got.shape[1]:
+            got = got[:, ~np.asarray(dup)[got[1].astype(np.int64) - offsets[i]]]
+        keys.append(got[0])
+        cands.append(got[1].astype(np.int64))
+    key = np.concatenate([np.zeros(0, np.uint64), *keys])
+    cand = np.concatenate([np.zeros(0, np.int64), *cands])
+    edges = cand[band_edges(key)]
     pairs = np.stack([edges.min(axis=1), edges.max(axis=1)]) if len(edges) else np.zeros((2, 0))
     pairs = unique_columns(pairs.astype(np.int64))
-    files.save(folder, "band", band, pairs)
-    files.save(folder, "bandhi", band, np.unique(pairs[1])[None, :])
+    files.save(sketch_dir, "band", group, pairs)
+    files.save(sketch_dir, "bandhi", group, np.unique(pairs[1])[None, :])
     return pairs.shape[1]
 
 

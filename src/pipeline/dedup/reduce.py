@@ -20,7 +20,7 @@ from pipeline.dedup import cluster as cl
 from pipeline.dedup import exact, files
 from pipeline.dedup.bloom import BloomFilter, bloom_size
 from pipeline.dedup.components import label_task, scatter_task, star_task
-from pipeline.dedup.lsh import band_file_task, s_curve
+from pipeline.dedup.lsh import band_bucket_task, s_curve
 from pipeline.dedup.partitioned import (
     cluster_task,
     copy_flags_task,
@@ -78,7 +78,8 @@ def exact_copies(cfg: DedupConfig, ctx: StageContext, plan: Plan) -> tuple[dict[
 
 
 def near_pairs(cfg: DedupConfig, ctx: StageContext, plan: Plan, num_empty: int) -> dict[str, Any]:
-    """Band tasks write candidate pairs, per-part tasks verify them into `near-i` files."""
+    """Tasks per (band, key bucket) write candidate pairs, tasks per part verify them into
+    `near-i` files."""
     bands, rows = cfg.bands_rows()
     stats: dict[str, Any] = {
         **setting(cfg, "bands", value=bands),
@@ -86,24 +87,19 @@ def near_pairs(cfg: DedupConfig, ctx: StageContext, plan: Plan, num_empty: int) 
         "s_curve": {f"{s:g}": round(float(s_curve(s, bands, rows)), 4) for s in CURVE_POINTS},
         "docs_without_shingles": num_empty,
     }
-    work = str(plan.work)
-    mult = np.random.default_rng([plan.seed, 0x6C7368]).integers(
-        0, 2**64, size=rows, dtype=np.uint64
-    ) | np.uint64(1)
-    fn = functools.partial(
-        band_file_task, sketch_dir=work, num_parts=len(plan.parts), rows=rows, mult=mult
-    )
-    ctx.executor.map(fn, list(range(bands)), desc="dedup: bands")
+    work, groups = str(plan.work), bands << plan.bits
+    fn = functools.partial(band_bucket_task, sketch_dir=work, offsets=plan.offsets)
+    ctx.executor.map(fn, list(range(groups)), desc="dedup: bands")
     if cfg.verify == "exact":
         fn = functools.partial(
-            candidate_sets_task, work_dir=work, bands=bands, ngram=cfg.ngram, seed=plan.seed
+            candidate_sets_task, work_dir=work, groups=groups, ngram=cfg.ngram, seed=plan.seed
         )
         items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
         ctx.executor.map(fn, items, desc="dedup: shingles")
     fn = functools.partial(
         verify_task,
         work_dir=work,
-        bands=bands,
+        groups=groups,
         offsets=plan.offsets,
         threshold=cfg.threshold,
         method=cfg.verify,

@@ -24,29 +24,29 @@ from pipeline.io import read_table
 SET_BATCH_DOCS = 250  # documents per shingle_sets call: temporaries stay cache-sized
 
 
-def part_pairs(work_dir: str, bands: int, lo: int, hi: int) -> np.ndarray:
-    """int64 [2, E]: the distinct candidate pairs of every band whose lower index is in [lo, hi),
-    sorted."""
-    got = [files.range_rows(files.load(work_dir, "band", b), lo, hi) for b in range(bands)]
+def part_pairs(work_dir: str, groups: int, lo: int, hi: int) -> np.ndarray:
+    """int64 [2, E]: the distinct candidate pairs of every band file (`groups` of them: bands x
+    key buckets) whose lower index is in [lo, hi), sorted."""
+    got = [files.range_rows(files.load(work_dir, "band", b), lo, hi) for b in range(groups)]
     return unique_columns(np.concatenate(got, axis=1)) if got else np.zeros((2, 0), np.int64)
 
 
-def part_candidates(work_dir: str, bands: int, lo: int, hi: int) -> np.ndarray:
+def part_candidates(work_dir: str, groups: int, lo: int, hi: int) -> np.ndarray:
     """int64 [c]: sorted documents of [lo, hi) at either end of any candidate pair."""
     got = [np.zeros(0, np.int64)]
-    for b in range(bands):
+    for b in range(groups):
         got.append(files.range_rows(files.load(work_dir, "band", b), lo, hi)[0])
         got.append(files.range_rows(files.load(work_dir, "bandhi", b), lo, hi)[0])
     return np.unique(np.concatenate(got))
 
 
 def candidate_sets_task(
-    item: tuple[int, Path, int, int], work_dir: str, bands: int, ngram: int, seed: int
+    item: tuple[int, Path, int, int], work_dir: str, groups: int, ngram: int, seed: int
 ) -> int:
     """Write part `index`'s candidate documents (`cand-i`), their shingle sets concatenated
     (`sets-i`, uint64) and offsets into them (`setoff-i`, int64 [c + 1]); returns c."""
     index, path, lo, hi = item
-    docs = part_candidates(work_dir, bands, lo, hi)
+    docs = part_candidates(work_dir, groups, lo, hi)
     texts = read_table(path, columns=["text"]).column("text").take(pa.array(docs - lo))
     texts = texts.to_pylist()
     sets = [
@@ -79,7 +79,7 @@ def _read_sets(work_dir: str, offsets: np.ndarray, docs: np.ndarray) -> dict[int
 def verify_task(
     item: tuple[int, int, int],
     work_dir: str,
-    bands: int,
+    groups: int,
     offsets: np.ndarray,
     threshold: float,
     method: str,
@@ -87,7 +87,7 @@ def verify_task(
     """Verify part `index`'s candidate pairs (lower index in [lo, hi)); write the ones at or
     above `threshold` as `near-i` int64 [2, V]. Returns the numbers of candidates and verified."""
     index, lo, hi = item
-    pairs = part_pairs(work_dir, bands, lo, hi)
+    pairs = part_pairs(work_dir, groups, lo, hi)
     docs = np.unique(pairs)
     if method == "exact":
         ok = exact_jaccard(_read_sets(work_dir, offsets, docs), pairs.T) >= threshold - 1e-12

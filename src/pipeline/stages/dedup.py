@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
 from pipeline.dedup import cluster as cl
 from pipeline.dedup import exact, files, reduce
-from pipeline.dedup.lsh import optimal_bands, sig_name
+from pipeline.dedup.lsh import band_bucket_rows, band_mult, optimal_bands, sig_name
 from pipeline.dedup.minhash import minhash_texts
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import read_table, save_npy, write_kept_and_rejected
@@ -139,7 +139,13 @@ def _sketch_part(
         empty = cl.no_shingles(sig)
         files.save(work_dir, "empty", index, empty)
         out["num_empty"] = int(empty.sum())
-        save_npy(Path(work_dir) / sig_name(index), np.ascontiguousarray(sig.T))
+        bands, rows = cfg.bands_rows()
+        mult = band_mult(seed, rows)
+        keys, bounds = band_bucket_rows(sig, ~empty, first, bands, rows, mult, bits)
+        files.save(work_dir, "bkeys", index, keys)
+        files.save(work_dir, "bkeybounds", index, bounds)
+        if cfg.verify == "estimate":  # the candidates' signatures are read back to compare
+            save_npy(Path(work_dir) / sig_name(index), np.ascontiguousarray(sig.T))
     return out
 
 
