@@ -272,7 +272,8 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         )
     )
     # driver: a few numbers per task (parts, buckets, node ranges) and the Bloom filter
-    held = PART_BYTES * (len(plan.parts) + (1 << plan.bits) + ranges) + bloom_bytes
+    groups = (1 << plan.bits) * (1 + (cfg.bands_rows()[0] if cfg.near else 0))  # keys, bands
+    held = PART_BYTES * (len(plan.parts) + groups + ranges) + bloom_bytes
     stats["state_bytes_per_doc_peak"] = round(held / max(n, 1), 1)
     stats["state_bytes_per_doc_budget"] = round(STATE_BUDGET + held / max(n, 1), 1)
     outputs = [o for r in results for o in r["outputs"]]
