@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.dedup.components import star_components
-from pipeline.dedup.unionfind import UnionFind, components, edge_components
+from pipeline.dedup.unionfind import UnionFind, components
 
 
 def _reference_components(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -51,27 +51,10 @@ def test_union_find_by_size_and_compression():
     assert uf.find(5) == 5 and uf.size[5] == 1
 
 
-def test_edge_components_equal_components_on_the_nodes_of_the_edges():
-    """Only nodes in an edge come back, sorted, with the label `components` gives them (the
-    smallest node of the component); sparse large ids, chains and stars included."""
-    rng = np.random.default_rng(1)
-    chain = np.stack([np.arange(1, 200), np.arange(0, 199)])[:, ::-1]  # 199 -> ... -> 0
-    cases = [chain, np.zeros((2, 0), np.int64)]
-    for _ in range(30):
-        k = int(rng.integers(1, 80))
-        ids = np.sort(rng.choice(10**12, size=int(rng.integers(2, 60)), replace=False))
-        cases.append(ids[rng.integers(0, len(ids), size=(2, k))])
-    for edges in cases:
-        nodes, labels = edge_components(np.ascontiguousarray(edges))
-        assert nodes.tolist() == sorted(set(edges.ravel().tolist()))
-        local = np.searchsorted(nodes, edges)
-        want = components(len(nodes), np.ascontiguousarray(local.T))
-        assert labels.tolist() == nodes[want].tolist()
-
-
 def test_star_rounds_give_the_same_components():
-    """Large-star / small-star rounds until both change nothing: the labels of
-    `edge_components` (chains, stars, random sparse graphs, cycles)."""
+    """Large-star / small-star rounds until both change nothing: the nodes of the edges with
+    the labels union-find gives them, the smallest of their component (chains, stars, random
+    sparse graphs with large ids)."""
     rng = np.random.default_rng(2)
     cases = [np.stack([np.arange(0, 99), np.arange(1, 100)])[:, ::-1]]  # chain 99 -> 0
     cases.append(np.array([[5, 5, 5, 9], [9, 7, 6, 8]]))
@@ -83,6 +66,8 @@ def test_star_rounds_give_the_same_components():
     for pairs in cases:
         if pairs.shape[1] == 0:
             continue
-        want = edge_components(np.ascontiguousarray(pairs))
+        nodes = np.unique(pairs)
+        local = np.searchsorted(nodes, pairs)
+        want = nodes[components(len(nodes), np.ascontiguousarray(local.T))]
         got = star_components(np.ascontiguousarray(pairs))
-        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+        assert got[0].tolist() == nodes.tolist() and got[1].tolist() == want.tolist()

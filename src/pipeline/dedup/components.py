@@ -108,8 +108,8 @@ def label_task(item: tuple[int, int, int], work_dir: str, step: int, count: int)
 
 
 def star_components(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The same rounds in memory over one range (tests, small graphs): (nodes, labels) as
-    `unionfind.edge_components` gives them."""
+    """The same rounds in memory over one range (tests, small graphs): (nodes int64 [m]
+    sorted, labels int64 [m]) for the nodes of `pairs` int64 [2, E] (no self loops)."""
     edges, large, quiet = directed(pairs), True, 0
     while quiet < 2:  # a large and a small step in a row that changed nothing
         out, changed = (large_star if large else small_star)(edges[0], edges[1])

@@ -1,7 +1,9 @@
 """Union-find (disjoint sets) with path compression and union by size, and a components helper.
 
 Only nodes that appear in an edge enter the structure, so memory follows the number of edges, not
-the number of documents. Component ids do not depend on the order of the edges.
+the number of documents. Component ids do not depend on the order of the edges. The in-memory
+reference (tests, benchmarks/bench_dedup.py); the stage finds components in tasks
+(pipeline.dedup.components).
 """
 
 from __future__ import annotations
@@ -54,32 +56,3 @@ def components(num_nodes: int, edges: np.ndarray) -> np.ndarray:
     np.minimum.at(smallest, roots, nodes)
     labels[nodes] = smallest[roots]
     return labels
-
-
-def edge_components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Components of the nodes that appear in `edges` int64 [2, E]: (nodes int64 [m] sorted,
-    labels int64 [m], the smallest node of each one's component); the same labels as
-    `components` gives those nodes. Vectorised: ~40 bytes per node and 24 per edge.
-
-    Min-label hooking with pointer jumping over compact ids: each round hangs the root of every
-    edge's larger end under the smaller end's root, then shortcuts every pointer to its root;
-    a round that changes nothing means both ends of every edge share the smallest root.
-    """
-    nodes, local = np.unique(edges, return_inverse=True)
-    local = local.reshape(2, -1)
-    a, b = local[0], local[1]
-    parent = np.arange(len(nodes), dtype=np.int64)
-    while True:
-        pa, pb = parent[a], parent[b]
-        lo = np.minimum(pa, pb)
-        new = parent.copy()
-        np.minimum.at(new, pa, lo)
-        np.minimum.at(new, pb, lo)
-        while True:  # pointer jumping: every node points at a root (parent[r] == r)
-            jumped = new[new]
-            if np.array_equal(jumped, new):
-                break
-            new = jumped
-        if np.array_equal(new, parent):
-            return nodes, nodes[parent]
-        parent = new
