@@ -340,7 +340,7 @@ def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
 def test_partitioned_reduce_equals_the_in_ram_algorithm(
     tmp_path, monkeypatch, cfg, workers, bucket_docs
 ):
-    """Many exact and near copies spread over 4 uneven parts, key buckets of ~8 or ~40 keys
+    """Many exact and near copies spread over 5 uneven parts (one empty), key buckets of ~8 or ~40 keys
     (32 or 4 tasks for the exact keys and for each LSH band) and component ranges of ~8 edges
     (4 ranges), or one of each: every kept
     and rejected row, its cluster and the report's cluster stats equal those of the global
@@ -353,7 +353,7 @@ def test_partitioned_reduce_equals_the_in_ram_algorithm(
     texts, quality = _dup_corpus()
     ids = [f"d{i}" for i in range(len(texts))]
     table = docs_table(ids, texts, ["t"] * len(texts), quality=pa.array(quality, pa.float32()))
-    cuts = [0, 23, 70, 71, 150]
+    cuts = [0, 23, 70, 70, 71, 150]  # an empty part too
     parts = [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     res, out = _run_parts(tmp_path, parts, workers=workers, ngram=3, **cfg)
     config = DedupConfig(ngram=3, **cfg)
