@@ -340,11 +340,11 @@ def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
 def test_partitioned_reduce_equals_the_in_ram_algorithm(
     tmp_path, monkeypatch, cfg, workers, bucket_docs
 ):
-    """Many exact and near copies spread over 5 uneven parts (one empty), key buckets of ~8 or ~40 keys
-    (32 or 4 tasks for the exact keys and for each LSH band) and component ranges of ~8 edges
-    (4 ranges), or one of each: every kept
-    and rejected row, its cluster and the report's cluster stats equal those of the global
-    in-RAM algorithm (sort-based exact copies, union-find over all documents)."""
+    """Many exact and near copies spread over 5 uneven parts (one empty), key buckets of ~8 or
+    ~40 keys (32 or 4 tasks for the exact keys and for each LSH band) and component ranges of
+    ~8 edges (4 ranges), or one of each: every kept and rejected row, its cluster and the
+    report's cluster stats equal those of the global in-RAM algorithm (sort-based exact
+    copies, union-find over all documents)."""
     from pipeline.dedup import reduce
     from pipeline.stages import dedup
 
