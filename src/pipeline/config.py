@@ -67,11 +67,13 @@ class RunConfig:
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # where per-part work runs
 
     def validate(self, path: str) -> None:
-        if "://" in self.out_dir:  # parts are committed by rename, which object stores lack
+        if "://" in self.out_dir and self.executor.kind == "ray":
+            # Ray tasks on other nodes would write into a working copy only the driver has
             raise RecipeError(
                 "out_dir",
-                f"got {self.out_dir!r}: the run folder must be a filesystem path (for Ray, one "
-                "every node mounts, e.g. NFS or a FUSE mount of the bucket)",
+                f"got {self.out_dir!r}: with executor.kind ray the run folder must be a path "
+                "every node mounts (NFS, Lustre, a FUSE mount of the bucket); a URL works with "
+                "the local executor",
             )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.io import atomic_write_bytes, iter_files, sha256_file
+from pipeline.storage import push_files
 
 RESUME_DIR = ".resume"
 STAGE_FILE = "stage.json"
@@ -121,11 +122,18 @@ def written_files(result: Any) -> list[str] | None:
     return None
 
 
-def record_part(job: tuple[str, Any], fn: Callable[[Any], Any], stage_dir: str) -> Any:
+def record_part(
+    job: tuple[str, Any],
+    fn: Callable[[Any], Any],
+    stage_dir: str,
+    remote: tuple[str, str] | None = None,
+) -> Any:
     """Run fn(item); if it reports the files it wrote, record them and its result atomically.
 
     Runs in the worker (pool process or Ray task): only the task knows when its files are done.
     A result that cannot be recorded is returned as is; that task simply runs again on resume.
+    remote = (url, working copy) of a run folder on a URL: the outputs, then the marker, are
+    uploaded there too, so the URL's `.tmp-<stage>/` never holds a marker without its files.
     """
     key, item = job
     result = fn(item)
@@ -141,6 +149,11 @@ def record_part(job: tuple[str, Any], fn: Callable[[Any], Any], stage_dir: str) 
     except (TypeError, OSError):
         return result
     atomic_write_bytes(root / RESUME_DIR / f"{key}.json", json.dumps(body).encode())
+    if remote is not None:
+        url, local = remote
+        rel = root.relative_to(local).as_posix()
+        files = [f"{rel}/{o}" for o in outs] + [f"{rel}/{RESUME_DIR}/{key}.json"]
+        push_files(url, local, files)
     return result
 
 
@@ -150,14 +163,23 @@ def record_part(job: tuple[str, Any], fn: Callable[[Any], Any], stage_dir: str) 
 class PartLedger:
     """The resume state of one stage's temp folder (see the module docstring)."""
 
-    def __init__(self, stage_dir: Path, markers: dict[str, dict]):
+    def __init__(
+        self, stage_dir: Path, markers: dict[str, dict], remote: tuple[str, str] | None = None
+    ):
         self.stage_dir = Path(stage_dir)
+        self.remote = remote  # (url, working copy) when the run folder is on a URL
         self._markers = markers  # key -> parsed marker, only valid ones
         self._calls: Counter[str] = Counter()
         self.reused = 0  # tasks whose recorded result was returned instead of a re-run
 
     @classmethod
-    def open(cls, stage_dir: Path, fingerprint: str, fresh: bool = False) -> PartLedger:
+    def open(
+        cls,
+        stage_dir: Path,
+        fingerprint: str,
+        fresh: bool = False,
+        remote: tuple[str, str] | None = None,
+    ) -> PartLedger:
         """Validate `stage_dir` for `fingerprint`: keep what finished parts wrote, or start
         empty (no folder, another fingerprint, `fresh`)."""
         stage_dir = Path(stage_dir)
@@ -169,7 +191,7 @@ class PartLedger:
         if not same:
             shutil.rmtree(stage_dir, ignore_errors=True)
             atomic_write_bytes(meta, json.dumps({"fingerprint": fingerprint}).encode())
-            return cls(stage_dir, {})
+            return cls(stage_dir, {}, remote)
         markers = _valid_markers(stage_dir)
         keep = {meta}
         for key, m in markers.items():
@@ -178,7 +200,7 @@ class PartLedger:
         for path in iter_files(stage_dir):
             if path not in keep:  # temp files, outputs of unfinished tasks, stage-level files
                 path.unlink()
-        return cls(stage_dir, markers)
+        return cls(stage_dir, markers, remote)
 
     def __len__(self) -> int:
         return len(self._markers)
@@ -206,7 +228,11 @@ class PartLedger:
     def wrap(self, fn: Callable[[Any], Any]) -> Callable[[tuple[str, Any]], Any]:
         import functools
 
-        return functools.partial(record_part, fn=fn, stage_dir=str(self.stage_dir))
+        if self.remote is None:  # the same partial as before: nothing changes for a local run
+            return functools.partial(record_part, fn=fn, stage_dir=str(self.stage_dir))
+        return functools.partial(
+            record_part, fn=fn, stage_dir=str(self.stage_dir), remote=self.remote
+        )
 
     def close(self) -> None:
         """The stage finished: drop the markers (they must not become stage outputs)."""

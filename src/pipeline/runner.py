@@ -31,13 +31,14 @@ from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
 from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
 from pipeline.io import crash_point, iter_files, num_records, sha256_file
-from pipeline.manifest import Manifest
+from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
-from pipeline.report_html import write_html
+from pipeline.report_html import HTML_NAME, write_html
 from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
+from pipeline.storage import Store, is_url, remove_scratch, scratch_dir
 
 log = logging.getLogger("pipeline")
 
@@ -155,15 +156,35 @@ def run_recipe(
     dry_run: bool = False,
     progress: bool = True,
 ) -> list[PlanItem]:
+    if is_url(recipe.run.out_dir):
+        with working_copy(recipe.run.out_dir, write=not dry_run) as store:
+            return _run(recipe, store.local, store, start, until, only, force, dry_run, progress)
     run_dir = Path(recipe.run.out_dir)
+    return _run(recipe, run_dir, None, start, until, only, force, dry_run, progress)
+
+
+def _run(
+    recipe: Recipe,
+    run_dir: Path,
+    store: Store | None,
+    start: str | None,
+    until: str | None,
+    only: str | None,
+    force: bool,
+    dry_run: bool,
+    progress: bool,
+) -> list[PlanItem]:
+    """run_recipe in `run_dir`: the run folder, or the working copy of a URL's `store`."""
     if dry_run:
         return plan(recipe, Manifest.load(run_dir), start, until, only, force, save_cache=False)
     _prepare_run_dir(run_dir)
     with _exclusive(run_dir):
-        sweep_temps(run_dir)
+        removed = sweep_temps(run_dir)
         manifest = Manifest.load(run_dir)
         items = plan(recipe, manifest, start, until, only, force)
-        sync_report(manifest)  # a report lost or damaged by a crash is rebuilt, nothing re-runs
+        if store is not None:
+            _sweep_remote(store, removed, items)
+        _sync_report(manifest, store)  # a report lost or damaged by a crash is rebuilt
         try:
             with make_executor(recipe.run, progress=progress) as executor:
                 if any(item.action == "run" for item in items):
@@ -171,7 +192,9 @@ def run_recipe(
                 upstream: str | None = None
                 for item in items:
                     if item.action == "run":
-                        _run_stage(recipe, manifest, item, upstream, executor, progress, force)
+                        _run_stage(
+                            recipe, manifest, item, upstream, executor, progress, force, store
+                        )
                     elif item.action == "skip":
                         log.info("[%s] skipped: %s", item.name, item.why)
                     if item.action != "off":
@@ -181,7 +204,57 @@ def run_recipe(
             # interrupted run (the stages that finished); atomic, never half a page
             if (run_dir / REPORT_NAME).exists():
                 _write_html_or_warn(run_dir)
+                if store is not None:
+                    _push_quietly(store, HTML_NAME)
     return items
+
+
+@contextlib.contextmanager
+def working_copy(url: str, write: bool = True) -> Iterator[Store]:
+    """A fresh node-local copy of the run folder at `url`, pulled at start, removed at the end
+    (the URL is the truth; the runner pushes to it at each commit)."""
+    store = Store(url, scratch_dir())
+    try:
+        store.check(write)
+        got = store.pull(skip=(".lock", ".old-"))
+        log.info("working copy of %s in %s (%d files pulled)", url, store.local, len(got))
+        yield store
+    finally:
+        remove_scratch(store.local)
+
+
+def _sweep_remote(store: Store, removed: list[str], items: list[PlanItem]) -> None:
+    """What sweep_temps removed from the working copy goes from the URL too, and so does the
+    resume folder of a stage that is up to date (a crash between its manifest PUT and the
+    deletion of `.tmp-<stage>/` leaves one)."""
+    stale = {f".tmp-{i.name}" for i in items if i.action == "skip"}
+    for name in sorted(stale):
+        shutil.rmtree(store.local / name, ignore_errors=True)
+    for name in sorted(set(removed) | stale):
+        store.remove_dir(name)
+
+
+def _sync_report(manifest: Manifest, store: Store | None) -> None:
+    before = _stamp(manifest.run_dir / REPORT_NAME)
+    sync_report(manifest)
+    if store is not None and _stamp(manifest.run_dir / REPORT_NAME) != before:
+        store.upload(REPORT_NAME)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def _push_quietly(store: Store, rel: str) -> None:
+    """report.html is a view: a failed upload warns (the next run rebuilds and pushes it)."""
+    try:
+        store.upload(rel)
+    except OSError as exc:
+        log.warning("%s not uploaded to %s (%s)", rel, store.url, exc)
 
 
 def _write_html_or_warn(run_dir: Path) -> None:
@@ -270,6 +343,7 @@ def _run_stage(
     executor: BaseExecutor,
     progress: bool,
     force: bool = False,
+    store: Store | None = None,
 ) -> None:
     name, run_dir = item.name, manifest.run_dir
     stage, cfg = STAGES[name], recipe.stages[name]
@@ -280,7 +354,7 @@ def _run_stage(
         )
     tmp = run_dir / f".tmp-{name}"
     crash_point(f"{name}: before mkdir {tmp.name}")
-    ledger = _open_ledger(tmp, item.fingerprint, force, name)
+    ledger = _open_ledger(tmp, item.fingerprint, force, name, store)
     ctx = StageContext(
         name=name,
         run_dir=run_dir,
@@ -331,7 +405,7 @@ def _run_stage(
         },
         "seed": recipe.run.seed,
     }
-    _commit(manifest, name, tmp, entry, report_info)
+    _commit(manifest, name, tmp, entry, report_info, store)
     log.info("[%s] done in %.2fs: %s", name, seconds, _summary(stats))
 
 
@@ -352,22 +426,36 @@ def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:
     return Executor(run.workers, progress)
 
 
-def _open_ledger(tmp: Path, fingerprint: str, force: bool, name: str) -> PartLedger:
+def _open_ledger(
+    tmp: Path, fingerprint: str, force: bool, name: str, store: Store | None = None
+) -> PartLedger:
     """The stage's temp folder, keeping the parts a crashed run of the same fingerprint
-    finished (not under --force: that starts from nothing)."""
-    ledger = PartLedger.open(tmp, fingerprint, fresh=force)
+    finished (not under --force: that starts from nothing). On a URL, `.tmp-<stage>/` there
+    is made to hold what the working copy keeps, and finished tasks upload into it."""
+    remote = None if store is None else (store.url, str(store.local))
+    ledger = PartLedger.open(tmp, fingerprint, fresh=force, remote=remote)
+    if store is not None:
+        store.prune(tmp.name)
+        store.upload(f"{tmp.name}/{RESUME_DIR}/{STAGE_FILE}")
     if len(ledger):
         log.info("[%s] resuming: %d finished tasks recorded in %s", name, len(ledger), tmp)
     return ledger
 
 
 def _commit(
-    manifest: Manifest, name: str, tmp: Path, entry: dict, report_info: dict | None = None
+    manifest: Manifest,
+    name: str,
+    tmp: Path,
+    entry: dict,
+    report_info: dict | None = None,
+    store: Store | None = None,
 ) -> None:
     """Make a finished stage visible. The atomic manifest write is the commit point: before it
     the manifest describes the old outputs (missing or replaced, so the stage re-runs), after it
     the new ones with their report section. Whatever instant a crash hits, the next run sees
-    the old or the new state; the report is rebuilt from the manifest either way."""
+    the old or the new state; the report is rebuilt from the manifest either way. On a URL the
+    same holds for the manifest PUT (pipeline.storage): outputs first, then the manifest, then
+    the stale keys and the resume folder go."""
     run_dir = manifest.run_dir
     final, old = run_dir / name, run_dir / f".old-{name}"
     if final.exists():
@@ -379,10 +467,17 @@ def _commit(
     manifest.stages[name] = entry
     if report_info is not None:
         manifest.report = report_info
+    if store is not None:
+        store.push_dir(name)  # overwrites keys the old manifest names: it no longer matches
+        crash_point(f"{name}: outputs uploaded, before the manifest")
     manifest.save()  # crash points inside: atomic_write_bytes
+    if store is not None:
+        store.upload(MANIFEST_NAME)  # the commit on the URL
     crash_point(f"{name}: after the manifest, before removing the old output")
     shutil.rmtree(old, ignore_errors=True)
-    sync_report(manifest)  # crash points inside
+    if store is not None:
+        store.remove_dir(tmp.name)
+    _sync_report(manifest, store)  # crash points inside
 
 
 def _inputs(

@@ -1,0 +1,186 @@
+"""A run folder on a URL (s3://, gs://, hdfs://, file://, memory://: anything pyarrow.fs or
+fsspec opens), with stage code that reads and writes local files only.
+
+For a URL `out_dir` the runner works in a node-local working copy (a scratch folder, removed at
+the end) and a `Store` keeps the URL in step at fixed points. No rename is ever needed on the
+URL: each file is one PUT (atomic on object stores: the object appears whole or not at all),
+and the manifest PUT is the stage's commit, as the manifest rename is for a local folder:
+
+1. start: the URL is pulled into the working copy (manifest, committed stage folders, resume
+   folders `.tmp-<stage>/`); the runner then plans and checks hashes as for a local folder;
+2. a recorded task (pipeline.resume) uploads its outputs, then its marker, to `.tmp-<stage>/`;
+3. commit: the stage's files are uploaded to `<stage>/`, then `manifest.json` (the commit),
+   then stale keys of `<stage>/` and the whole `.tmp-<stage>/` are deleted, then the report.
+
+A crash before the manifest PUT leaves the old manifest, whose sha256s no longer match the
+overwritten keys of `<stage>/`: the stage re-runs (resuming from `.tmp-<stage>/`). A crash after
+it leaves extra keys only, deleted by the next run. A local `out_dir` uses none of this: the
+Store is then a no-op and the run folder is the working copy itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PipelineError
+
+CHUNK = 8 << 20  # bytes per read/write when copying a file to or from the URL
+_OPEN: dict[str, tuple[Any, str]] = {}  # url -> (pyarrow filesystem, root), per process
+
+
+def is_url(out_dir: str | Path) -> bool:
+    return "://" in str(out_dir)
+
+
+def open_fs(url: str) -> tuple[Any, str]:
+    """(pyarrow FileSystem, root path in it) for `url`: pyarrow's own filesystems first (local,
+    s3, gcs, hdfs), any other fsspec protocol through PyFileSystem(FSSpecHandler)."""
+    if url in _OPEN:
+        return _OPEN[url]
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    try:
+        fs, root = pafs.FileSystem.from_uri(url)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        try:
+            import fsspec
+
+            ffs, root = fsspec.core.url_to_fs(url)
+        except (ImportError, ValueError) as exc:
+            raise PipelineError(
+                f"out_dir {url}: no filesystem for this URL ({exc}); use a local path or a URL "
+                "pyarrow or fsspec can open (s3://, gs://, hdfs://, file://, memory://)"
+            ) from None
+        fs = pafs.PyFileSystem(pafs.FSSpecHandler(ffs))
+    _OPEN[url] = (fs, root.rstrip("/"))
+    return _OPEN[url]
+
+
+class Store:
+    """Keeps `url` in step with the working copy `local` (see the module docstring).
+
+    Paths given to its methods are relative to the run folder, '/'-separated."""
+
+    def __init__(self, url: str, local: Path):
+        self.url, self.local = url, Path(local)
+        self.fs, self.root = open_fs(url)
+        self._dirs: set[str] = set()  # folders created on the URL by this Store
+
+    # ------------------------------------------------------------ listing and one file
+
+    def _key(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def listing(self, rel: str = "") -> dict[str, int]:
+        """{path relative to the run folder: size} of every file under `rel` on the URL."""
+        import pyarrow.fs as pafs
+
+        base = self._key(rel)
+        sel = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        out = {}
+        for info in self.fs.get_file_info(sel):
+            if info.type == pafs.FileType.File:
+                out[info.path[len(self.root) + 1 :]] = info.size
+        return out
+
+    def upload(self, rel: str) -> None:
+        """One local file to its key: a single stream, visible whole once closed."""
+        parent = self._key(rel).rpartition("/")[0]
+        if parent not in self._dirs:  # local and hdfs need the folder; object stores ignore it
+            self.fs.create_dir(parent, recursive=True)
+            self._dirs.add(parent)
+        with open(self.local / rel, "rb") as src, self.fs.open_output_stream(self._key(rel)) as dst:
+            while block := src.read(CHUNK):
+                dst.write(block)
+
+    def download(self, rel: str) -> None:
+        """One key to the working copy, through a temp file and a rename (never half a file)."""
+        path = self.local / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.pull.tmp")
+        with self.fs.open_input_stream(self._key(rel)) as src, open(tmp, "wb") as dst:
+            while block := src.read(CHUNK):
+                dst.write(block)
+        tmp.replace(path)
+
+    def delete(self, rels: list[str]) -> None:
+        for rel in rels:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(self._key(rel))
+
+    # ------------------------------------------------------------ folders
+
+    def pull(self, rel: str = "", skip: tuple[str, ...] = ()) -> list[str]:
+        """Download every file under `rel` missing from the working copy (or of another size);
+        names starting with one of `skip` stay remote. Returns what was downloaded."""
+        got = []
+        for path, size in sorted(self.listing(rel).items()):
+            if path.startswith(skip):
+                continue
+            local = self.local / path
+            if not local.is_file() or local.stat().st_size != size:
+                self.download(path)
+                got.append(path)
+        return got
+
+    def push_dir(self, rel: str) -> None:
+        """Make `<url>/<rel>/` hold exactly the local folder: upload every local file, then
+        delete the keys no local file has (stale outputs of an older run)."""
+        base = self.local / rel
+        mine = sorted(p.relative_to(self.local).as_posix() for p in base.rglob("*") if p.is_file())
+        for path in mine:
+            self.upload(path)
+        self.prune(rel)
+
+    def prune(self, rel: str) -> None:
+        """Delete the keys under `rel` that the working copy does not have."""
+        self.delete([p for p in sorted(self.listing(rel)) if not (self.local / p).is_file()])
+
+    def remove_dir(self, rel: str) -> None:
+        self.delete(sorted(self.listing(rel)))
+        with contextlib.suppress(OSError):
+            self.fs.delete_dir(self._key(rel))
+
+    def check(self, write: bool = True) -> None:
+        """The URL can be listed (and written), or one line says why."""
+        probe = ".pipeline-probe"
+        try:
+            if write:
+                self.fs.create_dir(self.root, recursive=True)
+                with self.fs.open_output_stream(self._key(probe)) as f:
+                    f.write(b"probe")
+                self.fs.delete_file(self._key(probe))
+            self.listing()
+        except Exception as exc:  # noqa: BLE001 - any backend's error (auth, network, bucket)
+            raise PipelineError(
+                f"out_dir {self.url}: cannot write the run folder ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else exc!r}); check the URL and "
+                "its credentials, or use a local path"
+            ) from None
+
+
+def scratch_dir() -> Path:
+    """A fresh node-local working copy for one run on a URL."""
+    return Path(tempfile.mkdtemp(prefix="pipeline-run-"))
+
+
+def remove_scratch(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- task side (pipeline.resume)
+
+
+def push_files(url: str | None, local: str, rels: list[str]) -> None:
+    """Upload `rels` (relative to the working copy `local`) in order; nothing for a local run.
+    Runs in workers: the order is the order of visibility (outputs first, their marker last)."""
+    if url is None:
+        return
+    store = Store(url, Path(local))
+    for rel in rels:
+        store.upload(rel)
