@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,22 @@ def test_demo_recipe_on_ray_is_byte_identical_to_local(tmp_path, ray_cluster):
     run_recipe(on_ray, progress=False)
     want, got = _manifest_shas(tmp_path / "local"), _manifest_shas(tmp_path / "ray")
     assert list(got) == list(on_ray.stages) and got == want
+
+
+def test_demo_on_ray_with_a_url_run_folder_is_byte_identical(tmp_path, ray_cluster, monkeypatch):
+    """Each Ray worker process plays a node of its own (its own working copy, synced only
+    through the URL): the demo recipe's bytes still equal the local executor's."""
+    from pipeline.remote_tasks import PER_PROCESS_ENV
+
+    monkeypatch.setenv(PER_PROCESS_ENV, "1")
+    recipe = ROOT / "recipes" / "data_demo.yaml"
+    base = ["download.max_docs=200", "tokenize.vocab_size=600"]
+    local = load_recipe(recipe, [*base, f"out_dir={tmp_path / 'local'}", "workers=1"])
+    url = f"out_dir=file://{tmp_path / 'ray'}"
+    run_recipe(local, progress=False)
+    run_recipe(load_recipe(recipe, [*base, url, "executor.kind=ray"]), progress=False)
+    assert _manifest_shas(tmp_path / "ray") == _manifest_shas(tmp_path / "local")
+    assert not list(Path(tempfile.gettempdir()).glob("pipeline-node-*"))  # nodes' copies gone
 
 
 def test_dead_worker_is_retried_and_results_keep_order(tmp_path, ray_cluster):

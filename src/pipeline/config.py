@@ -62,19 +62,9 @@ class RunConfig:
 
     name: str = "run"  # run name, used in the report
     seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
-    out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
+    out_dir: str = "data/run"  # run folder (a path or a URL: s3://, gs://...): manifest, stages
     workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # where per-part work runs
-
-    def validate(self, path: str) -> None:
-        if "://" in self.out_dir and self.executor.kind == "ray":
-            # Ray tasks on other nodes would write into a working copy only the driver has
-            raise RecipeError(
-                "out_dir",
-                f"got {self.out_dir!r}: with executor.kind ray the run folder must be a path "
-                "every node mounts (NFS, Lustre, a FUSE mount of the bucket); a URL works with "
-                "the local executor",
-            )
 
 
 _FROM_CONFIG = object()

@@ -35,6 +35,10 @@ class BaseExecutor:
     workers: int = 1
     progress: bool = False
     ledger: Any = None  # a pipeline.resume.PartLedger, set by the runner while a stage runs
+    # a pipeline.remote_tasks.MapSync while a stage of a run folder on a URL runs on workers
+    # that may sit on other nodes (Ray); None otherwise
+    sync: Any = None
+    remote_nodes = False  # whether tasks may run on another machine than the driver
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str = "") -> list[R]:
         items = list(items)
@@ -42,22 +46,31 @@ class BaseExecutor:
         bar = Progress(len(items), name, enabled=self.progress, unit="parts")
         ledger = self.ledger
         if ledger is None:
-            results = self._map(fn, items, bar)
+            results = self._synced_map(fn, items, bar)
         else:
             keys = ledger.keys(name, len(items))
             results, todo = ledger.recorded(keys)
             bar.update(len(items) - len(todo))
-            done = self._map(ledger.wrap(fn), [(keys[i], items[i]) for i in todo], bar)
+            jobs = [(keys[i], items[i]) for i in todo]
+            done = self._synced_map(ledger.wrap(fn), jobs, bar)
             for i, r in zip(todo, done, strict=True):
                 results[i] = r
         bar.close()
         return results
 
+    def _synced_map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
+        if self.sync is None or not items:
+            return self._map(fn, items, bar)
+        results = self._map(self.sync.wrap(fn), items, bar)
+        self.sync.after()
+        return results
+
     def _map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
         raise NotImplementedError
 
-    def check_shared(self, run_dir: Path) -> None:
-        """Fail early if workers cannot see `run_dir` (only remote workers can fail this)."""
+    def check_shared(self, run_dir: Path | None) -> None:
+        """Fail early if workers cannot see `run_dir` (only remote workers can fail this);
+        None: the run folder is on a URL, only the workers' code version is checked."""
 
     def close(self) -> None:
         pass

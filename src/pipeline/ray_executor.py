@@ -26,6 +26,7 @@ from pipeline.config import ExecutorConfig
 from pipeline.errors import PipelineError
 from pipeline.executor import BaseExecutor
 from pipeline.progress import Progress
+from pipeline.remote_tasks import PER_PROCESS_ENV
 
 log = logging.getLogger("pipeline")
 
@@ -34,11 +35,18 @@ def _call(fn: Callable[[Any], Any], item: Any) -> Any:
     return fn(item)
 
 
-def _probe(path: str) -> tuple[str, bool, str]:
+def _probe(path: str | None) -> tuple[str, bool, str]:
     """Run on one node: (node ip, can it read `path`, the pipeline version it imports)."""
     import ray
 
-    return ray.util.get_node_ip_address(), Path(path).is_file(), pipeline.__version__
+    seen = path is None or Path(path).is_file()
+    return ray.util.get_node_ip_address(), seen, pipeline.__version__
+
+
+def _cleanup(token: str) -> None:
+    from pipeline.remote_tasks import remove_node_copies
+
+    remove_node_copies(token)
 
 
 def _import_ray():
@@ -52,6 +60,8 @@ def _import_ray():
 
 
 class RayExecutor(BaseExecutor):
+    remote_nodes = True
+
     def __init__(self, cfg: ExecutorConfig, workers: int = 1, progress: bool = False):
         ray = _import_ray()
         self._ray, self.cfg, self.progress = ray, cfg, progress
@@ -63,6 +73,8 @@ class RayExecutor(BaseExecutor):
         # the same install) with a fixed hash seed, whatever the environment of `ray start`
         src = str(Path(pipeline.__file__).resolve().parent.parent)
         env = {"PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(_paths(src))}
+        if os.environ.get(PER_PROCESS_ENV):  # tests: every worker process plays a node
+            env[PER_PROCESS_ENV] = os.environ[PER_PROCESS_ENV]
         self._task = ray.remote(_call).options(
             max_retries=cfg.max_retries,
             retry_exceptions=[OSError],
@@ -71,6 +83,7 @@ class RayExecutor(BaseExecutor):
         self._env = env
         self._probe = ray.remote(_probe)
         self._pending: list[Any] = []
+        self.tokens: list[str] = []  # runs on a URL: the nodes' copies to remove at close
 
     def _init(self, cfg: ExecutorConfig, workers: int) -> None:
         ray = self._ray
@@ -92,27 +105,35 @@ class RayExecutor(BaseExecutor):
                 "cluster with `ray start --head` or leave address null for a local one"
             ) from None
 
-    def check_shared(self, run_dir: Path) -> None:
-        """Every alive node must see `run_dir` and import the same pipeline version."""
+    def _on_each_node(self, fn: Any, *args: Any) -> list[Any]:
+        """fn(*args) once on every alive node with CPUs (zero-CPU tasks pinned to each)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ray = self._ray
-        run_dir = Path(run_dir).resolve()
-        probe = run_dir / f".ray-probe-{uuid.uuid4().hex}"
-        probe.write_text("probe")
+        refs = [
+            fn.options(
+                num_cpus=0,
+                runtime_env={"env_vars": self._env},
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+            ).remote(*args)
+            for n in ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
+        ]
+        return ray.get(refs)
+
+    def check_shared(self, run_dir: Path | None) -> None:
+        """Every alive node must see `run_dir` (None: a URL, nothing to see) and import the
+        same pipeline version."""
+        probe = None
+        if run_dir is not None:
+            run_dir = Path(run_dir).resolve()
+            probe = run_dir / f".ray-probe-{uuid.uuid4().hex}"
+            probe.write_text("probe")
         try:
-            refs = [
-                self._probe.options(
-                    num_cpus=0,
-                    runtime_env={"env_vars": self._env},
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-                ).remote(str(probe))
-                for n in ray.nodes()
-                if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
-            ]
-            answers = ray.get(refs)
+            answers = self._on_each_node(self._probe, None if probe is None else str(probe))
         finally:
-            probe.unlink(missing_ok=True)
+            if probe is not None:
+                probe.unlink(missing_ok=True)
         for ip, seen, version in answers:
             if not seen:
                 raise PipelineError(
@@ -175,6 +196,12 @@ class RayExecutor(BaseExecutor):
         self._pending = []
 
     def close(self) -> None:
+        if self.tokens and self._ray.is_initialized():
+            try:  # scratch copies of a URL run folder on every node
+                for token in self.tokens:
+                    self._on_each_node(self._ray.remote(_cleanup), token)
+            except Exception as exc:  # noqa: BLE001 - a node gone: its scratch went with it
+                log.warning("could not remove the nodes' working copies: %s", exc)
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
 

@@ -38,7 +38,7 @@ from pipeline.report_html import HTML_NAME, write_html
 from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
-from pipeline.storage import Store, is_url, remove_scratch, scratch_dir
+from pipeline.storage import Store, is_url, open_fs, remove_scratch, scratch_dir
 
 log = logging.getLogger("pipeline")
 
@@ -188,7 +188,7 @@ def _run(
         try:
             with make_executor(recipe.run, progress=progress) as executor:
                 if any(item.action == "run" for item in items):
-                    executor.check_shared(run_dir)
+                    executor.check_shared(run_dir if store is None else None)
                 upstream: str | None = None
                 for item in items:
                     if item.action == "run":
@@ -213,6 +213,7 @@ def _run(
 def working_copy(url: str, write: bool = True) -> Iterator[Store]:
     """A fresh node-local copy of the run folder at `url`, pulled at start, removed at the end
     (the URL is the truth; the runner pushes to it at each commit)."""
+    open_fs(url)  # a URL nothing opens fails here, before any scratch folder exists
     store = Store(url, scratch_dir())
     try:
         store.check(write)
@@ -369,6 +370,8 @@ def _run_stage(
     log.info("[%s] running (%s)", name, item.why)
     t0 = time.perf_counter()
     executor.ledger = ledger
+    if store is not None and executor.remote_nodes:
+        executor.sync = map_sync(store, tmp.name, executor)
     try:
         result = stage.run(cfg, ctx)
     except BaseException:
@@ -376,7 +379,7 @@ def _run_stage(
         log.info("[%s] kept %s: a re-run resumes from its finished parts", name, tmp)
         raise
     finally:
-        executor.ledger = None
+        executor.ledger = executor.sync = None
     ledger.close()
     if ledger.reused:  # the log only: the manifest and report equal an uninterrupted run's
         log.info("[%s] %d tasks resumed from a crashed run", name, ledger.reused)
@@ -415,6 +418,15 @@ def recorded_recipe(recipe: Recipe) -> dict:
     moved or re-run with more workers or on Ray keeps the same manifest)."""
     skip = ("out_dir", "workers", "executor")
     return {k: v for k, v in recipe.to_dict().items() if k not in skip}
+
+
+def map_sync(store: Store, stage: str, executor: BaseExecutor):
+    """Tasks that may run on other nodes sync the stage folder through the URL."""
+    from pipeline.remote_tasks import MapSync
+
+    if store.token not in executor.tokens:  # the nodes' copies, removed at close
+        executor.tokens.append(store.token)
+    return MapSync(store, stage, store.token)
 
 
 def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:

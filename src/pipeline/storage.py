@@ -23,13 +23,16 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.io import crash_point
 
 CHUNK = 8 << 20  # bytes per read/write when copying a file to or from the URL
 _OPEN: dict[str, tuple[Any, str]] = {}  # url -> (pyarrow filesystem, root), per process
+PUSHED: set[str] = set()  # files push_files uploaded in this process (remote_tasks skips them)
 
 
 def is_url(out_dir: str | Path) -> bool:
@@ -70,6 +73,7 @@ class Store:
         self.url, self.local = url, Path(local)
         self.fs, self.root = open_fs(url)
         self._dirs: set[str] = set()  # folders created on the URL by this Store
+        self.token = uuid.uuid4().hex[:16]  # names this run's copies on other nodes
 
     # ------------------------------------------------------------ listing and one file
 
@@ -90,6 +94,7 @@ class Store:
 
     def upload(self, rel: str) -> None:
         """One local file to its key: a single stream, visible whole once closed."""
+        crash_point(f"before uploading {rel}")
         parent = self._key(rel).rpartition("/")[0]
         if parent not in self._dirs:  # local and hdfs need the folder; object stores ignore it
             self.fs.create_dir(parent, recursive=True)
@@ -127,6 +132,18 @@ class Store:
                 self.download(path)
                 got.append(path)
         return got
+
+    def pull_path(self, rel: str) -> None:
+        """Download the file `rel`, or every file under the folder `rel`, where missing."""
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(self._key(rel))
+        if info.type == pafs.FileType.File:
+            local = self.local / rel
+            if not local.is_file() or local.stat().st_size != info.size:
+                self.download(rel)
+        elif info.type == pafs.FileType.Directory:
+            self.pull(rel)
 
     def push_dir(self, rel: str) -> None:
         """Make `<url>/<rel>/` hold exactly the local folder: upload every local file, then
@@ -184,3 +201,4 @@ def push_files(url: str | None, local: str, rels: list[str]) -> None:
     store = Store(url, Path(local))
     for rel in rels:
         store.upload(rel)
+        PUSHED.add(rel)
