@@ -62,7 +62,7 @@ class RunConfig:
 
     name: str = "run"  # run name, used in the report
     seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
-    out_dir: str = "data/run"  # run folder (a path or a URL: s3://, gs://...): manifest, stages
+    out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
     workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # where per-part work runs
 
