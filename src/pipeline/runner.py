@@ -38,7 +38,7 @@ from pipeline.report_html import HTML_NAME, write_html
 from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
-from pipeline.storage import Store, is_url, open_fs, remove_scratch, scratch_dir
+from pipeline.storage import Store, is_url, stamp, working_copy
 
 log = logging.getLogger("pipeline")
 
@@ -205,23 +205,8 @@ def _run(
             if (run_dir / REPORT_NAME).exists():
                 _write_html_or_warn(run_dir)
                 if store is not None:
-                    _push_quietly(store, HTML_NAME)
+                    store.upload_quietly(HTML_NAME)
     return items
-
-
-@contextlib.contextmanager
-def working_copy(url: str, write: bool = True) -> Iterator[Store]:
-    """A fresh node-local copy of the run folder at `url`, pulled at start, removed at the end
-    (the URL is the truth; the runner pushes to it at each commit)."""
-    open_fs(url)  # a URL nothing opens fails here, before any scratch folder exists
-    store = Store(url, scratch_dir())
-    try:
-        store.check(write)
-        got = store.pull(skip=(".lock", ".old-"))
-        log.info("working copy of %s in %s (%d files pulled)", url, store.local, len(got))
-        yield store
-    finally:
-        remove_scratch(store.local)
 
 
 def _sweep_remote(store: Store, removed: list[str], items: list[PlanItem]) -> None:
@@ -236,26 +221,10 @@ def _sweep_remote(store: Store, removed: list[str], items: list[PlanItem]) -> No
 
 
 def _sync_report(manifest: Manifest, store: Store | None) -> None:
-    before = _stamp(manifest.run_dir / REPORT_NAME)
+    before = stamp(manifest.run_dir / REPORT_NAME)
     sync_report(manifest)
-    if store is not None and _stamp(manifest.run_dir / REPORT_NAME) != before:
+    if store is not None and stamp(manifest.run_dir / REPORT_NAME) != before:
         store.upload(REPORT_NAME)
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
-
-
-def _push_quietly(store: Store, rel: str) -> None:
-    """report.html is a view: a failed upload warns (the next run rebuilds and pushes it)."""
-    try:
-        store.upload(rel)
-    except OSError as exc:
-        log.warning("%s not uploaded to %s (%s)", rel, store.url, exc)
 
 
 def _write_html_or_warn(run_dir: Path) -> None:

@@ -21,15 +21,18 @@ Store is then a no-op and the run folder is the working copy itself.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
 from pipeline.io import crash_point
 
+log = logging.getLogger("pipeline")
 CHUNK = 8 << 20  # bytes per read/write when copying a file to or from the URL
 _OPEN: dict[str, tuple[Any, str]] = {}  # url -> (pyarrow filesystem, root), per process
 PUSHED: set[str] = set()  # files push_files uploaded in this process (remote_tasks skips them)
@@ -180,14 +183,36 @@ class Store:
                 "its credentials, or use a local path"
             ) from None
 
+    def upload_quietly(self, rel: str) -> None:
+        """For a view (report.html): a failed upload warns; the next run pushes it again."""
+        try:
+            self.upload(rel)
+        except OSError as exc:
+            log.warning("%s not uploaded to %s (%s)", rel, self.url, exc)
 
-def scratch_dir() -> Path:
-    """A fresh node-local working copy for one run on a URL."""
-    return Path(tempfile.mkdtemp(prefix="pipeline-run-"))
+
+@contextlib.contextmanager
+def working_copy(url: str, write: bool = True) -> Iterator[Store]:
+    """A fresh node-local copy of the run folder at `url`, pulled at start, removed at the end
+    (the URL is the truth; the runner pushes to it at each commit)."""
+    open_fs(url)  # a URL nothing opens fails here, before any scratch folder exists
+    store = Store(url, Path(tempfile.mkdtemp(prefix="pipeline-run-")))
+    try:
+        store.check(write)
+        got = store.pull(skip=(".lock", ".old-"))
+        log.info("working copy of %s in %s (%d files pulled)", url, store.local, len(got))
+        yield store
+    finally:
+        shutil.rmtree(store.local, ignore_errors=True)
 
 
-def remove_scratch(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def stamp(path: Path) -> tuple[int, int] | None:
+    """(size, mtime) of a file, None if it is missing: did a writer touch it?"""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 # ---------------------------------------------------------------- task side (pipeline.resume)
