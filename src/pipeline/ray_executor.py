@@ -110,14 +110,15 @@ class RayExecutor(BaseExecutor):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ray = self._ray
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        nodes = [n for n in alive if n.get("Resources", {}).get("CPU", 0) > 0] or alive
         refs = [
             fn.options(
                 num_cpus=0,
                 runtime_env={"env_vars": self._env},
                 scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
             ).remote(*args)
-            for n in ray.nodes()
-            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
+            for n in nodes
         ]
         return ray.get(refs)
 
@@ -196,9 +197,10 @@ class RayExecutor(BaseExecutor):
         self._pending = []
 
     def close(self) -> None:
-        if self.tokens and self._ray.is_initialized():
-            try:  # scratch copies of a URL run folder on every node
-                for token in self.tokens:
+        for token in self.tokens:  # scratch copies of a URL run folder: here, on every node
+            _cleanup(token)
+            try:
+                if self._ray.is_initialized():
                     self._on_each_node(self._ray.remote(_cleanup), token)
             except Exception as exc:  # noqa: BLE001 - a node gone: its scratch went with it
                 log.warning("could not remove the nodes' working copies: %s", exc)
