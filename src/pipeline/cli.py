@@ -160,6 +160,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_data(args: argparse.Namespace) -> int:
     from pipeline.runner import run_recipe
+    from pipeline.storage import join_url
 
     recipe = _load(args)
     items = run_recipe(
@@ -170,7 +171,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         for it in items:
             print(f"  {it.name:<9} {it.action:<6} {it.why}")
     else:
-        print(f"{recipe.run.out_dir}/pipeline_report.json")
+        print(join_url(recipe.run.out_dir, "pipeline_report.json"))
     return 0
 
 

@@ -42,6 +42,14 @@ def is_url(out_dir: str | Path) -> bool:
     return "://" in str(out_dir)
 
 
+def join_url(out_dir: str, name: str) -> str:
+    """`<out_dir>/<name>`, before any query string of a URL (s3://b/run?region=x)."""
+    if not is_url(out_dir):
+        return f"{out_dir}/{name}"
+    base, sep, query = str(out_dir).partition("?")
+    return f"{base.rstrip('/')}/{name}{sep}{query}"
+
+
 def open_fs(url: str) -> tuple[Any, str]:
     """(pyarrow FileSystem, root path in it) for `url`: pyarrow's own filesystems first (local,
     s3, gcs, hdfs), any other fsspec protocol through PyFileSystem(FSSpecHandler)."""
