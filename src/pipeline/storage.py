@@ -107,8 +107,9 @@ class Store:
         """One local file to its key: a single stream, visible whole once closed."""
         crash_point(f"before uploading {rel}")
         parent = self._key(rel).rpartition("/")[0]
-        if parent not in self._dirs:  # local and hdfs need the folder; object stores ignore it
-            self.fs.create_dir(parent, recursive=True)
+        if parent not in self._dirs:  # local and hdfs need the folder; object stores do not
+            if self.fs.type_name not in ("s3", "gcs"):  # (there it is an extra empty key)
+                self.fs.create_dir(parent, recursive=True)
             self._dirs.add(parent)
         with open(self.local / rel, "rb") as src, self.fs.open_output_stream(self._key(rel)) as dst:
             while block := src.read(CHUNK):
