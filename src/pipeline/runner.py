@@ -38,7 +38,7 @@ from pipeline.report_html import HTML_NAME, write_html
 from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
-from pipeline.storage import Store, is_url, stamp, working_copy
+from pipeline.storage import Store, is_url, join_url, stamp, working_copy
 
 log = logging.getLogger("pipeline")
 
@@ -345,7 +345,8 @@ def _run_stage(
         result = stage.run(cfg, ctx)
     except BaseException:
         executor.abort()  # workers may still be writing into tmp
-        log.info("[%s] kept %s: a re-run resumes from its finished parts", name, tmp)
+        kept = tmp if store is None else join_url(store.url, tmp.name)
+        log.info("[%s] kept %s: a re-run resumes from its finished parts", name, kept)
         raise
     finally:
         executor.ledger = executor.sync = None
