@@ -62,8 +62,12 @@ def test_file_url_run_equals_local_run(tmp_path, local_run, workers):
     run_recipe(make_recipe(f"file://{remote}", STAGES, workers=workers), progress=False)
     assert state(remote) == state(local_run)  # every byte; manifest and report less timings
     assert not list(Path(remote).glob(".tmp-*"))  # no resume folder left on the URL
+    (remote / ".tmp-clean").mkdir()  # what a killed run may leave: swept from the URL too
+    (remote / ".tmp-clean" / "part-00000.parquet").write_text("half")
+    (remote / ".pipeline-probe.tmp").write_text("probe")
     items = run_recipe(make_recipe(f"file://{remote}", STAGES), progress=False)
     assert [i.action for i in items] == ["skip"] * 3  # pulled, hashes checked: up to date
+    assert state(remote) == state(local_run)
 
 
 def test_memory_url_run_equals_local_run(local_run):

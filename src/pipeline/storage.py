@@ -171,13 +171,19 @@ class Store:
         self.delete([p for p in sorted(self.listing(rel)) if not (self.local / p).is_file()])
 
     def remove_dir(self, rel: str) -> None:
+        """Delete every key under `rel` (or the one key `rel`)."""
+        import pyarrow.fs as pafs
+
+        if self.fs.get_file_info(self._key(rel)).type == pafs.FileType.File:
+            self.delete([rel])
+            return
         self.delete(sorted(self.listing(rel)))
         with contextlib.suppress(OSError):
             self.fs.delete_dir(self._key(rel))
 
     def check(self, write: bool = True) -> None:
         """The URL can be listed (and written), or one line says why."""
-        probe = ".pipeline-probe"
+        probe = ".pipeline-probe.tmp"  # a leftover of a kill is swept like any temp file
         try:
             if write:
                 self.fs.create_dir(self.root, recursive=True)
