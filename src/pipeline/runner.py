@@ -318,10 +318,12 @@ def _run_stage(
     name, run_dir = item.name, manifest.run_dir
     stage, cfg = STAGES[name], recipe.stages[name]
     if upstream is not None and manifest.num_part_records(upstream) == 0:
-        raise PipelineError(
-            f"{name}: nothing to do, {upstream} left no records; see `pipeline report {run_dir}` "
-            f"and `pipeline inspect {run_dir} --stage {upstream}` for why"
+        how = (
+            f"see `pipeline report {run_dir}` and `pipeline inspect {run_dir} --stage {upstream}`"
+            if store is None
+            else f"see {join_url(store.url, REPORT_NAME)} and {join_url(store.url, upstream)}/"
         )
+        raise PipelineError(f"{name}: nothing to do, {upstream} left no records; {how} for why")
     tmp = run_dir / f".tmp-{name}"
     crash_point(f"{name}: before mkdir {tmp.name}")
     ledger = _open_ledger(tmp, item.fingerprint, force, name, store)
