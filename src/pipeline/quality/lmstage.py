@@ -18,6 +18,7 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes, read_table
+from pipeline.quality import partcols
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
@@ -127,13 +128,14 @@ def fit_coherence(
     return lm.scorer.classifiers
 
 
-def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str, np.ndarray]:
+def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
     """LM columns of every row of one part. `item` = (part, global row of its first row, local
-    rows of reference documents, file for the features); `scorer` is the scorer itself (inline)
-    or the file a worker process loads it from (once per process). The features go to the file
-    (the coherence pass reads them back); the driver gets ~17 bytes per document plus the
-    reference rows' features, which the coherence classifiers train on."""
-    path, first, ref_rows, feats_file = item
+    rows of reference documents, file for the features, partcols folder, part number);
+    `scorer` is the scorer itself (inline) or the file a worker process loads it from (once
+    per process). The features go to the file (the coherence pass reads them back), the
+    perplexity, context gain and script to the part's `lm` columns; the driver gets the
+    reference rows' features (the coherence classifiers train on them) and counts."""
+    path, first, ref_rows, feats_file, folder, part = item
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     if isinstance(scorer, Path):
         scorer = load_scorer(scorer)
@@ -142,33 +144,52 @@ def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str
     np.save(buf, feats, allow_pickle=False)
     atomic_write_bytes(feats_file, buf.getvalue())
     has = feats[:, FEATURE_NAMES.index("log_tokens")] > 0
+    perplexity = np.where(has, np.exp(-feats[:, 0]), np.nan)
+    script = script.astype(np.int8)
+    context_gain = np.where(has, feats[:, 1], np.nan)
+    partcols.save(
+        folder, part, "lm", perplexity=perplexity, context_gain=context_gain, script=script
+    )
+    scored = ~np.isnan(perplexity)
+    ok = partcols.load(folder, part)["scorable"]
     return {
-        "perplexity": np.where(has, np.exp(-feats[:, 0]), np.nan),
-        "context_gain": np.where(has, feats[:, 1], np.nan),
-        "script": script.astype(np.int8),
         "ref_features": feats[ref_rows],
+        "per_script": np.bincount(script[scored], minlength=len(SCRIPTS)).astype(np.int64),
+        "scorable": int((scored & ok).sum()),
     }
 
 
-def _coherence_part(item: tuple[Path, np.ndarray], classifiers: dict) -> np.ndarray:
-    feats_file, script = item
-    return coherence_of(classifiers, np.load(feats_file, allow_pickle=False), script)
+def _coherence_part(item: tuple[Path, Path, int], classifiers: dict) -> int:
+    feats_file, folder, part = item
+    script = partcols.load(folder, part)["script"]
+    coh = coherence_of(classifiers, np.load(feats_file, allow_pickle=False), script)
+    partcols.save(folder, part, "coh", coherence=coh)
+    return len(coh)
 
 
 def score_all(
-    ctx: Any, lm: LMResult, offsets: np.ndarray, max_chars: int, extra: tuple | None
-) -> dict[str, np.ndarray]:
+    ctx: Any, lm: LMResult, offsets: np.ndarray, max_chars: int, extra: tuple | None, folder: Path
+) -> dict[str, Any]:
     """score_part over every input part, the classifiers, then coherence per part from the
-    saved features: the driver never holds a feature matrix of all documents. Worker processes
-    read the scorer from a temporary file (deleted afterwards) instead of unpickling ~100 MB of
-    tables per part."""
+    saved features: the LM columns stay in the parts' files under `folder`, the driver never
+    holds a per-document array. Returns how many documents have a perplexity, per script
+    ({script index: count}) and among scorable ones (`scorable`). Worker processes read the
+    scorer from a temporary file (deleted afterwards) instead of unpickling ~100 MB of tables
+    per part."""
     assert lm.scorer is not None and lm.reference is not None
     feats_dir = ctx.out_dir / FEATS_DIR
     feats_dir.mkdir(parents=True, exist_ok=True)
     ref = lm.reference.rows if lm.is_self else np.zeros(0, np.int64)
     part_of = np.searchsorted(offsets, ref, side="right") - 1
     items = [
-        (p, int(offsets[i]), ref[part_of == i] - offsets[i], feats_dir / f"part-{i:05d}.npy")
+        (
+            p,
+            int(offsets[i]),
+            ref[part_of == i] - offsets[i],
+            feats_dir / f"part-{i:05d}.npy",
+            folder,
+            i,
+        )
         for i, p in enumerate(ctx.input_parts)
     ]
     tmp = None
@@ -180,62 +201,83 @@ def score_all(
         parts = ctx.executor.map(fn, items, desc="quality LM score")
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-        cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
-        ref_feats = cols.pop("ref_features")
+        ref_feats = np.concatenate([p.pop("ref_features") for p in parts])
         classifiers = fit_coherence(lm, ref_feats, extra)
         del ref_feats
-        coh_items = [
-            (it[3], cols["script"][offsets[i] : offsets[i + 1]]) for i, it in enumerate(items)
-        ]
         fn2 = functools.partial(_coherence_part, classifiers=classifiers)
-        coh = ctx.executor.map(fn2, coh_items, desc="quality coherence")
-        cols["coherence"] = np.concatenate(coh)
+        ctx.executor.map(
+            fn2, [(it[3], folder, i) for i, it in enumerate(items)], desc="quality coherence"
+        )
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
         shutil.rmtree(feats_dir, ignore_errors=True)  # temporary, not stage outputs
-    return cols
-
-
-def buckets(perplexity: np.ndarray, script: np.ndarray) -> tuple[np.ndarray, dict]:
-    """CCNet buckets per script: head (< p30), middle (< p60), tail; `all` without a score."""
-    out = np.full(len(perplexity), "all", dtype=object)
-    cuts = {}
-    for s, name in enumerate(SCRIPTS):
-        m = (script == s) & ~np.isnan(perplexity)
-        if not m.any():
-            continue
-        p30, p60 = np.quantile(perplexity[m], [0.3, 0.6])
-        cuts[name] = [round(float(p30), 1), round(float(p60), 1)]
-        out[m] = np.where(
-            perplexity[m] < p30, "head", np.where(perplexity[m] < p60, "middle", "tail")
-        )
-    return out, cuts
-
-
-def perplexity_histogram(perplexity: np.ndarray, threshold: float | None) -> dict:
-    """25 log10-spaced bins over [1, 10^5] (values outside go to the end bins)."""
-    p = perplexity[~np.isnan(perplexity)]
-    logs = np.clip(np.log10(np.maximum(p, 1.0)), 0.0, 4.999)
-    counts, edges = np.histogram(logs, bins=25, range=(0.0, 5.0))
+    per_script = np.sum([p["per_script"] for p in parts], axis=0)
     return {
-        "edges": [round(float(10**e), 1) for e in edges],
-        "counts": counts.tolist(),
-        "threshold": threshold,
-        "median": round(float(np.median(p)), 1) if len(p) else None,
+        "per_script": {s: int(c) for s, c in enumerate(per_script)},
+        "scorable": sum(p["scorable"] for p in parts),
     }
 
 
-def per_script(lm_cols: dict[str, np.ndarray], scorable: np.ndarray, keep: np.ndarray) -> dict:
+def assign_buckets(perplexity: np.ndarray, script: np.ndarray, cuts: dict) -> np.ndarray:
+    """CCNet buckets per script: head (< p30), middle (< p60), tail; `all` without a score.
+    `cuts` = {script index: (p30, p60)} over the whole corpus (exact, see parttasks)."""
+    out = np.full(len(perplexity), "all", dtype=object)
+    for s, (p30, p60) in cuts.items():
+        m = (script == s) & ~np.isnan(perplexity)
+        out[m] = np.where(
+            perplexity[m] < p30, "head", np.where(perplexity[m] < p60, "middle", "tail")
+        )
+    return out
+
+
+def cut_report(cuts: dict) -> dict:
+    return {
+        SCRIPTS[s]: [round(float(p30), 1), round(float(p60), 1)] for s, (p30, p60) in cuts.items()
+    }
+
+
+PPL_BINS, PPL_RANGE = 25, (0.0, 5.0)  # log10 perplexity
+
+
+def perplexity_counts(perplexity: np.ndarray) -> np.ndarray:
+    """One part's counts in 25 log10-spaced bins over [1, 10^5] (outside: the end bins)."""
+    p = perplexity[~np.isnan(perplexity)]
+    logs = np.clip(np.log10(np.maximum(p, 1.0)), 0.0, 4.999)
+    return np.histogram(logs, bins=PPL_BINS, range=PPL_RANGE)[0]
+
+
+def perplexity_histogram(counts: np.ndarray, median: float | None, threshold: float | None) -> dict:
+    """The report's histogram from the parts' summed `perplexity_counts` and the median."""
+    edges = np.histogram(np.zeros(0), bins=PPL_BINS, range=PPL_RANGE)[1]
+    return {
+        "edges": [round(float(10**e), 1) for e in edges],
+        "counts": [int(c) for c in counts],
+        "threshold": threshold,
+        "median": None if median is None else round(median, 1),
+    }
+
+
+def per_script_counts(cols: dict[str, np.ndarray], keep: np.ndarray) -> np.ndarray:
+    """int64 [scripts, 3]: scorable documents, kept, LM-scored, per script (one part)."""
+    out = np.zeros((len(SCRIPTS), 3), np.int64)
+    ok = cols["scorable"]
+    for s in range(len(SCRIPTS)):
+        m = (cols["script"] == s) & ok
+        out[s] = m.sum(), keep[m].sum(), (~np.isnan(cols["coherence"][m])).sum()
+    return out
+
+
+def per_script(counts: np.ndarray) -> dict:
     """Documents, kept share and how many the LM scored, per script group."""
     out = {}
     for s, name in enumerate(SCRIPTS):
-        m = (lm_cols["script"] == s) & scorable
-        if m.any():
+        docs, kept, scored = (int(c) for c in counts[s])
+        if docs:
             out[name] = {
-                "docs": int(m.sum()),
-                "kept": int(keep[m].sum()),
-                "kept_share": round(float(keep[m].mean()), 4),
-                "lm_scored": int((~np.isnan(lm_cols["coherence"][m])).sum()),
+                "docs": docs,
+                "kept": kept,
+                "kept_share": round(kept / docs, 4),
+                "lm_scored": scored,
             }
     return out

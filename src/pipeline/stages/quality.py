@@ -11,6 +11,8 @@ is in quality/train.py, the LM's in quality/lmstage.py; the next split is the sc
 from __future__ import annotations
 
 import functools
+import math
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,7 +23,7 @@ import pyarrow as pa
 from pipeline.config import bounded, input_path, recipe_key, setting, with_keys
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, read_table, write_kept_and_rejected
-from pipeline.quality import lmstage, select
+from pipeline.quality import lmstage, partcols, parttasks, rank, select
 from pipeline.quality import reference as refmod
 from pipeline.quality.features import (
     DEFAULT_BIAS,
@@ -49,7 +51,7 @@ RULE_SETTING = {
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
 REASONS = ("low_quality", "no_words", "high_perplexity")  # why a row was dropped, by code
 UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
-QUALITY_JUNK = ("junk:html", "junk:spam", "junk:repeated", "junk:symbols", "junk:short")
+HIST_BINS = 20  # score histograms: 20 bins over [0, 1]
 
 
 def _weights() -> dict[str, float]:
@@ -125,18 +127,26 @@ class QualityConfig:
 # ---------------------------------------------------------------- per-part work (map)
 
 
-def _scan_part(path: Path, max_chars: int, weights: dict[str, float], bias: float) -> tuple:
-    """(heuristic float64 [n], no_words bool [n], hidden labels or None, chars int64 [n],
-    unspaced bool [n]: mostly written in a script without spaces). The statistics stay in the
-    task: the driver keeps one score per document, not k statistics."""
+def _scan_part(
+    item: tuple[int, Path], folder: Path, max_chars: int, weights: dict[str, float], bias: float
+) -> tuple:
+    """Statistics of one part: the heuristic score, scorable (has words), unspaced (mostly a
+    script without spaces) and the hidden label codes go to the part's `scan` columns (the
+    statistics stay in the task). Returns (heuristic, scorable, chars, unspaced, has labels):
+    the first four only for the fits that choose rows (self reference, pseudo labels)."""
+    part, path = item
     table = read_table(path)
     texts = table.column("text").to_pylist()
     heur = heuristic_score(stats_matrix(texts, max_chars), weights, bias)  # row-wise: exact
-    no_words = np.array([not t[:max_chars].split() for t in texts], bool)
-    labels = table.column("label").to_pylist() if "label" in table.column_names else None
+    scorable = np.array([bool(t[:max_chars].split()) for t in texts], bool)
     chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, count=len(texts))
     unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
-    return heur, no_words, labels, chars, unspaced
+    cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced}
+    has_labels = "label" in table.column_names
+    if has_labels:
+        cols["labels"] = parttasks.label_codes(table.column("label").to_pylist())
+    partcols.save(folder, part, "scan", **cols)
+    return heur, scorable, chars, unspaced, has_labels
 
 
 def _part_features(
@@ -149,20 +159,76 @@ def _part_features(
     return hashed_features(texts, dims, HASH_SEED, max_chars), stats_matrix(texts, max_chars)
 
 
-def _score_part(path: Path, model: Model, max_chars: int) -> np.ndarray:
+def _score_part(item: tuple[int, Path], model: Model, max_chars: int, folder: Path) -> int:
+    part, path = item
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     X = hashed_features(texts, model.meta["dims"], HASH_SEED, max_chars)
-    return model.predict(X, stats_matrix(texts, max_chars))
+    partcols.save(folder, part, "clf", classifier=model.predict(X, stats_matrix(texts, max_chars)))
+    return len(texts)
 
 
-def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
-    """Write kept rows to part-i and dropped rows to rejected/part-i (input columns + quality)."""
-    index, path, scores, keep, reason, example_rows, columns = item
+@dataclass(frozen=True)
+class _WriteSpec:
+    """What every write task applies to its part (the global rule already decided)."""
+
+    plan: parttasks.Plan
+    rule: str  # keep_rule
+    min_score: float
+    pareto_alpha: float
+    max_perplexity: float | None
+    lm: bool  # the LM scored: write its columns, report per script
+    buckets: bool  # add lm_bucket
+    classifier: bool  # write quality_classifier
+
+
+def _part_keep(spec: _WriteSpec, final: np.ndarray, ok: np.ndarray, rule_arg: Any) -> np.ndarray:
+    """The part's slice of select.keep_mask (rule_arg: keep_fraction's (threshold key, rows
+    at it kept here) or None; pareto's generator state at the part's first row)."""
+    if spec.rule == "min_score":
+        return (final >= spec.min_score) & ok
+    if spec.rule == "keep_fraction":
+        keep = np.zeros(len(final), bool)
+        if rule_arg is not None:
+            key, take = rule_arg
+            keys = rank.sort_key(final[ok], descending=True)
+            at = keys == np.uint64(key)
+            keep[ok] = (keys < np.uint64(key)) | (at & (np.cumsum(at) <= take))
+        return keep
+    draws = parttasks.pareto_draws(rule_arg, len(final), spec.pareto_alpha)
+    return (draws > 1.0 - final) & ok
+
+
+def _hist(values: np.ndarray) -> np.ndarray:
+    return np.histogram(values, bins=HIST_BINS, range=(0.0, 1.0))[0]
+
+
+def _write_part(item: tuple, out_dir: Path, spec: _WriteSpec) -> dict[str, Any]:
+    """Write kept rows to part-i and dropped rows to rejected/part-i (input columns + quality);
+    returns the part's counts, examples and the report's per-part sums."""
+    index, path, rule_arg, picks, cuts = item
+    cols = partcols.load(spec.plan.folder, index)
+    ok = cols["scorable"]
+    final, scores = parttasks._final(cols, spec.plan)
+    keep = _part_keep(spec, final, ok, rule_arg)
+    reason = np.where(ok, 0, 1).astype(np.int8)  # codes into REASONS
+    if spec.max_perplexity is not None and spec.lm:
+        high = ok & keep & (cols["perplexity"] > spec.max_perplexity)
+        keep &= ~high
+        reason[high] = 2
+    columns: dict[str, np.ndarray] = {"quality_heuristic": cols["heuristic"]}
+    if spec.lm:
+        columns["quality_coherence"] = cols["coherence"]  # NaN: no LM for the script
+        columns["perplexity"] = cols["perplexity"]
+        columns["context_gain"] = cols["context_gain"]
+        if spec.buckets:
+            columns["lm_bucket"] = lmstage.assign_buckets(cols["perplexity"], cols["script"], cuts)
+    if spec.classifier:
+        columns["quality_classifier"] = cols["classifier"]
     table = read_table(path)
     for name in ("quality", "reasons", *columns):  # a re-scored input: replace, never duplicate
         if name in table.column_names:
             table = table.drop_columns([name])
-    table = table.append_column("quality", pa.array(scores.astype(np.float32), pa.float32()))
+    table = table.append_column("quality", pa.array(final.astype(np.float32), pa.float32()))
     for name, values in columns.items():
         if values.dtype == object:
             table = table.append_column(name, pa.array(values.tolist(), pa.string()))
@@ -172,12 +238,26 @@ def _write_part(item: tuple, out_dir: Path) -> dict[str, Any]:
     outputs, counts = write_kept_and_rejected(out_dir, index, table, keep, reasons)
     # every reason reported, even at 0
     counts.dropped = {"high_perplexity": 0, "low_quality": 0, "no_words": 0, **counts.dropped}
-    rows = table.take(pa.array(np.asarray(example_rows, np.int64))).select(["id", "text"])
-    examples = {
-        int(r): (rec["id"], rec["text"][:100])
-        for r, rec in zip(example_rows, rows.to_pylist(), strict=True)
+    examples = {}
+    if picks:
+        keys = rank.sort_key(final, descending=False)
+        ok_rows = np.flatnonzero(ok)
+        rows = [int(ok_rows[np.flatnonzero(keys[ok] == np.uint64(k))[n]]) for _, k, n in picks]
+        recs = table.take(pa.array(np.asarray(rows, np.int64))).select(["id", "text"]).to_pylist()
+        for (d, _, _), r, rec in zip(picks, rows, recs, strict=True):
+            examples[d] = (rec["id"], rec["text"][:100], float(final[r]))
+    hists = {"score": _hist(final[ok]), "heuristic": _hist(cols["heuristic"][ok])}
+    if "coherence" in scores:
+        hists["coherence"] = _hist(scores["coherence"][ok])
+    summary: dict[str, Any] = {
+        "ok": int(ok.sum()),
+        "sum": math.fsum(final[ok].tolist()),
+        "hists": hists,
     }
-    return {"outputs": outputs, "counts": counts, "examples": examples}
+    if spec.lm:
+        summary["perplexity"] = lmstage.perplexity_counts(cols["perplexity"][ok])
+        summary["per_script"] = lmstage.per_script_counts(cols, keep)
+    return {"outputs": outputs, "counts": counts, "examples": examples, "summary": summary}
 
 
 # ---------------------------------------------------------------- training (reduce)
@@ -291,15 +371,28 @@ def _reject_rows(parts: list[Path], max_chars: int, budget: int) -> list[tuple[P
     return items
 
 
-def _label_auc(labels: list[str] | None, scores: dict[str, np.ndarray]) -> dict | None:
-    """ROC-AUC of each score on hidden labels (`good` vs `junk:*`), when the input has them."""
-    if labels is None:
+def _auc_part(part: int, plan: parttasks.Plan) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    cols = partcols.load(plan.folder, part)
+    return parttasks.part_scores(cols, plan), cols["labels"]
+
+
+def _label_auc(ctx: StageContext, sc: _Scored) -> dict | None:
+    """ROC-AUC of each score on hidden labels (`good` vs `junk:*`), when the input has them:
+    exact (Mann-Whitney) over the first parts holding up to AUC_MAX_DOCS documents."""
+    if not sc.has_labels:
         return None
-    lab = np.array(labels, dtype=object)
-    good = lab == "good"
-    target = good | np.isin(lab, QUALITY_JUNK)
-    out: dict[str, Any] = {"junk_kinds": list(QUALITY_JUNK), "docs": int(target.sum())}
-    for name, s in scores.items():
+    sizes = np.diff(sc.offsets)
+    use = max(int(np.searchsorted(np.cumsum(sizes), parttasks.AUC_MAX_DOCS, side="right")), 1)
+    fn = functools.partial(_auc_part, plan=sc.plan)
+    got = ctx.executor.map(fn, list(range(use)), desc="quality label auc")
+    codes = np.concatenate([g[1] for g in got])
+    good = codes == parttasks.LABEL_GOOD
+    target = codes > 0
+    out: dict[str, Any] = {"junk_kinds": list(parttasks.QUALITY_JUNK), "docs": int(target.sum())}
+    if use < len(sizes):
+        out["docs_capped_at"] = int(sizes[:use].sum())
+    for name in sc.names:
+        s = np.concatenate([g[0][name] for g in got])
         auc = roc_auc(s[target], good[target])
         out[f"auc_{name}"] = None if auc is None else round(auc, 4)
         auc_all = roc_auc(s, good)
@@ -310,113 +403,153 @@ def _label_auc(labels: list[str] | None, scores: dict[str, np.ndarray]) -> dict 
 @dataclass
 class _Scored:
     offsets: np.ndarray  # int64 [num_parts + 1]: global row range of each part
-    scorable: np.ndarray  # bool [n]: has at least one word
-    labels: list[str] | None  # hidden labels (toy corpus), when every part has them
-    scores: dict[str, np.ndarray]  # heuristic, combined (+ coherence, classifier, mean): [n]
+    n_ok: int  # scorable documents (at least one word)
+    has_labels: bool  # hidden labels (toy corpus) in every part
+    names: list[str]  # the scores that exist, in report order
+    plan: parttasks.Plan  # where the per-part columns are and how to derive the scores
     model: Model | None
     info: dict[str, Any]  # what happened to the classifier, for the report
-    lm: dict[str, np.ndarray] = field(default_factory=dict)  # perplexity, context_gain, script
+    lm: dict[str, Any] | None = None  # the LM scored: documents with a perplexity, per script
     lm_info: dict[str, Any] = field(default_factory=dict)
 
 
-def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path]) -> _Scored:
+def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path) -> _Scored:
+    """Every per-document column goes to the parts' files under `folder`; the driver holds
+    the statistics the fits choose rows by (heuristic, scorable, characters) only while they
+    run."""
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
     fn = functools.partial(
-        _scan_part, max_chars=cfg.max_chars, weights=weights, bias=cfg.heuristic_bias
+        _scan_part, folder=folder, max_chars=cfg.max_chars, weights=weights, bias=cfg.heuristic_bias
     )
-    scans = ctx.executor.map(fn, parts, desc="quality stats")
+    scans = ctx.executor.map(fn, list(enumerate(parts)), desc="quality stats")
     offsets = np.concatenate([[0], np.cumsum([len(s[1]) for s in scans])]).astype(np.int64)
     heur = np.concatenate([s[0] for s in scans])
-    scorable = ~np.concatenate([s[1] for s in scans])
-    labels = None if any(s[2] is None for s in scans) else [x for s in scans for x in s[2]]
-    chars = np.concatenate([s[3] for s in scans])
-    unspaced = np.concatenate([s[4] for s in scans])
-    scores = {"heuristic": heur}
-    # the heuristic counts whitespace words and English stop words: meaningless for Chinese or
-    # Japanese, so those documents join the reference and get quality = coherence alone
-    heur_lm = np.where(unspaced, 1.0, heur)
-    lm_cols: dict[str, np.ndarray] = {}
+    scorable = np.concatenate([s[1] for s in scans])
+    chars = np.concatenate([s[2] for s in scans])
+    unspaced = np.concatenate([s[3] for s in scans])
+    has_labels = all(s[4] for s in scans)
+    del scans
+    names = ["heuristic"]
+    lm_ran = (
+        cfg.score in ("combined", "coherence") or bool(cfg.max_perplexity) or cfg.perplexity_buckets
+    )
+    lm_sizes: dict[str, Any] | None = None
     lm_info: dict[str, Any] = {"status": "not_used"}
-    if cfg.score in ("combined", "coherence") or cfg.max_perplexity or cfg.perplexity_buckets:
+    if lm_ran:
+        # the heuristic counts whitespace words and English stop words: meaningless for Chinese
+        # or Japanese, so those documents join the reference and get quality = coherence alone
+        heur_lm = np.where(unspaced, 1.0, heur)
         # the seed set teaches coherence too; clean's rejects do not (they are short or
         # boilerplate, not incoherent, and would teach the classifier a domain)
         extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
         lm = lmstage.fit_reference(cfg, ctx, heur_lm, scorable, chars, offsets)
+        del heur_lm
         if lm.scorer is not None:
-            lm_cols = lmstage.score_all(ctx, lm, offsets, cfg.max_chars, extra)
-            coh = np.where(np.isnan(lm_cols["coherence"]), heur_lm, lm_cols["coherence"])
-            scores["coherence"] = coh
-            # the weakest link: a document must pass both (salad passes the heuristic, spam
-            # and boilerplate pass coherence); a script without an LM gets the heuristic
-            scores["combined"] = np.minimum(heur_lm, coh)
+            lm_sizes = lmstage.score_all(ctx, lm, offsets, cfg.max_chars, extra, folder)
+            names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
-            scores["combined"] = heur_lm
+            names.append("combined")
         lm_info = {**lm.info, "heuristic_not_applied_unspaced_docs": int(unspaced.sum())}
+        del lm
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
         model, info = _train_or_load(cfg, ctx, heur, scorable, chars, offsets)
+    n_ok = int(scorable.sum())
+    del heur, scorable, chars, unspaced  # nothing per document stays in the driver
     if model is not None:
-        fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars)
-        scores["classifier"] = np.concatenate(ctx.executor.map(fn, parts, desc="quality score"))
-        scores["mean"] = (scores["classifier"] + heur) / 2.0
-    return _Scored(offsets, scorable, labels, scores, model, info, lm_cols, lm_info)
+        fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
+        ctx.executor.map(fn, list(enumerate(parts)), desc="quality score")
+        names += ["classifier", "mean"]
+    used = cfg.score if cfg.score in names else "heuristic"  # no model: heuristic fallback
+    plan = parttasks.Plan(folder, used, lm_ran)
+    return _Scored(offsets, n_ok, has_labels, names, plan, model, info, lm_sizes, lm_info)
 
 
-def _columns(sc: _Scored, cfg: QualityConfig) -> tuple[dict[str, np.ndarray], dict]:
-    """Component columns written next to `quality` (float32; lm_bucket is a string)."""
-    cols = {"quality_heuristic": sc.scores["heuristic"]}
-    extra: dict[str, Any] = {}
-    if sc.lm:
-        cols["quality_coherence"] = sc.lm["coherence"]  # NaN: no LM for the document's script
-        cols["perplexity"] = sc.lm["perplexity"]
-        cols["context_gain"] = sc.lm["context_gain"]
-        if cfg.perplexity_buckets:
-            cols["lm_bucket"], extra["bucket_cutoffs_p30_p60"] = lmstage.buckets(
-                sc.lm["perplexity"], sc.lm["script"]
-            )
-    if "classifier" in sc.scores:
-        cols["quality_classifier"] = sc.scores["classifier"]
-    return cols, extra
+def _rule_args(cfg: QualityConfig, ctx: StageContext, sc: _Scored) -> tuple[list, float | None]:
+    """Per part, what its write task needs to apply the keep rule; the reported threshold."""
+    parts = len(sc.offsets) - 1
+    if cfg.keep_rule == "min_score":
+        return [None] * parts, cfg.min_score
+    if cfg.keep_rule == "keep_fraction":
+        return parttasks.keep_fraction_cut(ctx.executor, sc.plan, parts, sc.n_ok, cfg.keep_fraction)
+    sizes = np.diff(sc.offsets).tolist()
+    return parttasks.pareto_states(ctx.seed, sizes, cfg.pareto_alpha), None
+
+
+def _bucket_cuts(cfg: QualityConfig, ctx: StageContext, sc: _Scored) -> tuple[dict | None, dict]:
+    """Per-script (p30, p60) perplexity cut-offs over the corpus (np.quantile's, exactly)."""
+    if not (sc.lm and cfg.perplexity_buckets):
+        return None, {}
+    sizes = {("ppl", s): n for s, n in sc.lm["per_script"].items()}
+    q = parttasks.exact_quantiles(ctx.executor, sc.plan, len(sc.offsets) - 1, sizes, (0.3, 0.6))
+    cuts = {g[1]: (float(v[0]), float(v[1])) for g, v in q.items()}
+    return cuts, {"bucket_cutoffs_p30_p60": lmstage.cut_report(cuts)}
 
 
 def _write(
+    cfg: QualityConfig,
     ctx: StageContext,
     parts: list[Path],
     sc: _Scored,
-    final: np.ndarray,
-    keep: np.ndarray,
-    reason: np.ndarray,
-    deciles: list[tuple[int, int]],
-    columns: dict[str, np.ndarray],
-) -> tuple[list[dict], dict]:
-    """Write every part; returns the per-part results and {global row: (id, text[:100])}."""
-    items = []
-    for i, p in enumerate(parts):
-        lo, hi = sc.offsets[i], sc.offsets[i + 1]
-        rows = [r - lo for _, r in deciles if lo <= r < hi]
-        cols = {k: v[lo:hi] for k, v in columns.items()}
-        items.append((i, p, final[lo:hi], keep[lo:hi], reason[lo:hi], rows, cols))
-    fn = functools.partial(_write_part, out_dir=ctx.out_dir)
-    written = ctx.executor.map(fn, items, desc="quality write")
-    examples = {}
-    for w, lo in zip(written, sc.offsets[:-1], strict=True):
-        examples.update({int(lo) + r: v for r, v in w["examples"].items()})
-    return written, examples
+    rule_args: list,
+    cuts: dict | None,
+) -> list[dict]:
+    """Write every part: each task applies the decided rule to its own columns."""
+    spec = _WriteSpec(
+        sc.plan,
+        cfg.keep_rule,
+        cfg.min_score,
+        cfg.pareto_alpha,
+        cfg.max_perplexity,
+        sc.lm is not None,
+        cfg.perplexity_buckets,
+        sc.model is not None,
+    )
+    picks = parttasks.decile_picks(ctx.executor, sc.plan, len(parts), sc.n_ok)
+    items = [(i, p, rule_args[i], picks[i], cuts) for i, p in enumerate(parts)]
+    fn = functools.partial(_write_part, out_dir=ctx.out_dir, spec=spec)
+    return ctx.executor.map(fn, items, desc="quality write")
 
 
-def _lm_report(sc: _Scored, cfg: QualityConfig, keep: np.ndarray, extra: dict) -> dict:
+def _histogram(counts: np.ndarray, threshold: float | None) -> dict:
+    """select.histogram's dict from the parts' summed counts."""
+    edges = np.histogram(np.zeros(0), bins=HIST_BINS, range=(0.0, 1.0))[1]
+    return {
+        "edges": [round(float(e), 3) for e in edges],
+        "counts": [int(c) for c in counts],
+        "threshold": threshold,
+    }
+
+
+def _lm_report(cfg: QualityConfig, ctx: StageContext, sc: _Scored, sums: dict, extra: dict) -> dict:
     echoed = {"reference": "reference", "order": "lm_order", "folds": "lm_folds"}
     out: dict[str, Any] = {"lm": with_keys(sc.lm_info, cfg, echoed)}
     if sc.lm:
+        group = ("ppl", None)
+        n = sc.lm["scorable"]
+        med = parttasks.median(ctx.executor, sc.plan, len(sc.offsets) - 1, group, n)
         out["perplexity_histogram"] = {
-            **lmstage.perplexity_histogram(sc.lm["perplexity"][sc.scorable], cfg.max_perplexity),
+            **lmstage.perplexity_histogram(sums["perplexity"], med, cfg.max_perplexity),
             "key": recipe_key(cfg, "max_perplexity"),
             "direction": "max",
         }
-        out["per_script"] = lmstage.per_script(sc.lm, sc.scorable, keep)
+        out["per_script"] = lmstage.per_script(sums["per_script"])
         out.update(extra)
-    if "coherence" in sc.scores:
-        out["coherence_histogram"] = select.histogram(sc.scores["coherence"][sc.scorable], None)
+    if "coherence" in sc.names:
+        out["coherence_histogram"] = _histogram(sums["hists"]["coherence"], None)
+    return out
+
+
+def _sum_summaries(written: list[dict]) -> dict:
+    got = [w["summary"] for w in written]
+    out: dict[str, Any] = {
+        "ok": sum(g["ok"] for g in got),
+        "sum": math.fsum(g["sum"] for g in got),
+        "hists": {k: np.sum([g["hists"][k] for g in got], axis=0) for k in got[0]["hists"]},
+    }
+    for key in ("perplexity", "per_script"):
+        if key in got[0]:
+            out[key] = np.sum([g[key] for g in got], axis=0)
     return out
 
 
@@ -424,21 +557,21 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
     parts = list(ctx.input_parts)
     if not parts:
         raise DataError(ctx.upstream or "quality", "no input parts to score")
-    sc = _score(cfg, ctx, parts)
-    used = cfg.score if cfg.score in sc.scores else "heuristic"  # no model: heuristic fallback
-    ok = sc.scorable
-    final = np.where(ok, sc.scores[used], 0.0)
-    keep, threshold = select.keep_mask(
-        cfg.keep_rule, final, ok, cfg.min_score, cfg.keep_fraction, cfg.pareto_alpha, ctx.seed
-    )
-    reason = np.where(ok, 0, 1).astype(np.int8)  # codes into REASONS: 1 byte per document
-    if cfg.max_perplexity is not None and sc.lm:
-        high = ok & keep & (sc.lm["perplexity"] > cfg.max_perplexity)
-        keep &= ~high
-        reason[high] = 2
-    deciles = select.decile_rows(final, ok)
-    columns, extra = _columns(sc, cfg)
-    written, examples = _write(ctx, parts, sc, final, keep, reason, deciles, columns)
+    folder = ctx.out_dir / partcols.COLS_DIR
+    try:
+        return _run(cfg, ctx, parts, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # temporary, not stage outputs
+
+
+def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path) -> StageResult:
+    sc = _score(cfg, ctx, parts, folder)
+    used = sc.plan.used
+    rule_args, threshold = _rule_args(cfg, ctx, sc)
+    cuts, extra = _bucket_cuts(cfg, ctx, sc)
+    written = _write(cfg, ctx, parts, sc, rule_args, cuts)
+    sums = _sum_summaries(written)
+    examples = {d: v for w in written for d, v in w["examples"].items()}
     outputs = [o for w in written for o in w["outputs"]]
     if sc.model is not None and not cfg.model_path:
         atomic_write_bytes(ctx.out_dir / MODEL_FILE, model_bytes(sc.model))
@@ -449,21 +582,22 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
         **setting(cfg, "keep_rule"),
         **setting(cfg, RULE_SETTING[cfg.keep_rule], "threshold", value=threshold),
         **setting(cfg, "max_perplexity"),
-        "score_mean": round(float(final[ok].mean()), 4) if ok.any() else None,
+        # an exactly rounded sum (numpy's pairwise one is not splittable by part)
+        "score_mean": round(sums["sum"] / sums["ok"], 4) if sums["ok"] else None,
         "score_histogram": {
-            **select.histogram(final[ok], threshold),
+            **_histogram(sums["hists"]["score"], threshold),
             "key": recipe_key(cfg, RULE_SETTING[cfg.keep_rule]),
         },
-        "heuristic_histogram": select.histogram(sc.scores["heuristic"][ok], None),
-        **_lm_report(sc, cfg, keep, extra),
+        "heuristic_histogram": _histogram(sums["hists"]["heuristic"], None),
+        **_lm_report(cfg, ctx, sc, sums, extra),
         "decile_examples": [
             {
                 "decile": d,
-                "score": round(float(final[r]), 4),
-                "id": examples[r][0],
-                "text": examples[r][1],
+                "score": round(examples[d][2], 4),
+                "id": examples[d][0],
+                "text": examples[d][1],
             }
-            for d, r in deciles
+            for d in sorted(examples)
         ],
         "classifier": sc.info,
     }
@@ -472,10 +606,10 @@ def run(cfg: QualityConfig, ctx: StageContext) -> StageResult:
             stats_out[f"classifier_{key}"] = sc.info[key]
     if "status" in sc.lm_info:
         stats_out["lm_status"] = sc.lm_info["status"]
-    label_auc = _label_auc(sc.labels, sc.scores)
+    label_auc = _label_auc(ctx, sc)
     if label_auc is not None:
         stats_out["hidden_label_auc"] = label_auc
-        for name in sc.scores:
+        for name in sc.names:
             stats_out[f"hidden_label_auc_{name}"] = label_auc[f"auc_{name}"]
     return StageResult(outputs=outputs, stats=stats_out, counts=[w["counts"] for w in written])
 
