@@ -152,7 +152,7 @@ def decile_picks(
 
 def _quantile_indexes(n: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """numpy's `linear` quantile: (previous index, next index, gamma), its own arithmetic."""
-    vi = n * q + (1 + q * (1 - 1 - 1)) - 1
+    vi = (n - 1) * q
     prev = np.floor(vi)
     nxt = prev + 1
     above = vi >= n - 1
