@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline.quality import partcols, parttasks, rank, select
-from pipeline.stages.quality import _part_keep, _WriteSpec
+from pipeline.quality.writepart import WriteSpec, part_keep
 
 
 class _Inline:
@@ -95,8 +95,11 @@ def _store(tmp_path, rng, n, parts, nan_ppl=True):
         partcols.save(tmp_path, i, "lm", perplexity=ppl[s], script=script[s])
         lo += m
     plan = parttasks.Plan(tmp_path, "heuristic", False)
-    return plan, sizes, {"final": np.where(scorable, heur, 0.0), "ok": scorable, "ppl": ppl,
-                         "script": script}
+    return (
+        plan,
+        sizes,
+        {"final": np.where(scorable, heur, 0.0), "ok": scorable, "ppl": ppl, "script": script},
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -109,22 +112,34 @@ def test_keep_rules_and_deciles_equal_the_global_rules(tmp_path, monkeypatch, se
     final, ok = g["final"], g["ok"]
     n_ok, parts, ex = int(ok.sum()), len(sizes), _Inline()
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    spec = functools.partial(_WriteSpec, plan, min_score=0.5, pareto_alpha=3.0,
-                             max_perplexity=None, lm=False, buckets=False, classifier=False)
+    spec = functools.partial(
+        WriteSpec,
+        plan,
+        min_score=0.5,
+        pareto_alpha=3.0,
+        max_perplexity=None,
+        lm=False,
+        buckets=False,
+        classifier=False,
+    )
     for fraction in (0.3, 0.5, 1.0, 1e-9):
         want, want_thr = select.keep_mask("keep_fraction", final, ok, 0.5, fraction, 3.0, 0)
         args, thr = parttasks.keep_fraction_cut(ex, plan, parts, n_ok, fraction)
-        got = np.concatenate([
-            _part_keep(spec(rule="keep_fraction"), final[a:b], ok[a:b], args[i])
-            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
-        ])
+        got = np.concatenate(
+            [
+                part_keep(spec(rule="keep_fraction"), final[a:b], ok[a:b], args[i])
+                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+            ]
+        )
         assert np.array_equal(got, want) and thr == want_thr, fraction
     want, _ = select.keep_mask("pareto", final, ok, 0.5, 0.5, 3.0, seed)
     states = parttasks.pareto_states(seed, sizes, 3.0)
-    got = np.concatenate([
-        _part_keep(spec(rule="pareto"), final[a:b], ok[a:b], states[i])
-        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
-    ])
+    got = np.concatenate(
+        [
+            part_keep(spec(rule="pareto"), final[a:b], ok[a:b], states[i])
+            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        ]
+    )
     assert np.array_equal(got, want)
     picks = parttasks.decile_picks(ex, plan, parts, n_ok)
     got_rows = {}
@@ -140,7 +155,8 @@ def test_pareto_states_reproduce_one_call():
     for sizes in ([0, 5, 1, 0, 30], [1], [DRAW := 3, DRAW, DRAW]):
         want = np.random.default_rng(9).pareto(2.0, size=sum(sizes))
         states = parttasks.pareto_states(9, sizes, 2.0)
-        got = np.concatenate([parttasks.pareto_draws(s, m, 2.0) for s, m in zip(states, sizes)])
+        draws = [parttasks.pareto_draws(s, m, 2.0) for s, m in zip(states, sizes, strict=True)]
+        got = np.concatenate(draws)
         assert np.array_equal(got, want)
 
 

@@ -525,3 +525,35 @@ def test_builtin_reference_through_the_download_code(tmp_path, monkeypatch):
     stats = _report(tmp_path / "run")
     assert stats["lm"]["reference"] == "builtin:tinystories"
     assert stats["lm"]["reference_docs"] == 40 and stats["docs_out"] == 30
+
+
+def _untimed(stats: dict) -> dict:
+    return {k: v for k, v in stats.items() if not k.endswith(("_per_s", "seconds"))}
+
+
+@pytest.mark.parametrize("rule", ["keep_fraction", "pareto"])
+def test_exact_global_steps_same_bytes_whatever_the_refinement(tmp_path, monkeypatch, rule):
+    """keep_fraction's cut, the decile examples, the perplexity median and bucket cut-offs are
+    found by per-part histogram rounds: forcing every round (gather cap 1) on 1 or 2 workers
+    writes the same bytes as the default (one gather); no per-part temp file is left."""
+    from pipeline.quality import rank
+
+    src, _ = _mixed(tmp_path)
+    quality = {"keep_rule": rule, "keep_fraction": 0.55, "perplexity_buckets": True}
+    download = {"source": "jsonl", "path": str(src), "docs_per_part": 17}
+    stages = {"download": download, "quality": quality}
+    base = tmp_path / "default"
+    run_stages(base, stages)
+    files = sorted(p.relative_to(base) for p in (base / "quality").rglob("*.parquet"))
+    assert len(files) >= 10
+    monkeypatch.setattr(rank, "GATHER", 1)
+    for w in (1, 2):
+        run = tmp_path / f"w{w}"
+        run_stages(run, stages, workers=w)
+        for rel in files:
+            assert (run / rel).read_bytes() == (base / rel).read_bytes(), rel
+        assert not list((run / "quality").glob(".*"))
+        assert _untimed(_report(run)) == _untimed(_report(base))
+    stats = _report(base)
+    assert len(stats["decile_examples"]) == 10
+    assert set(stats["bucket_cutoffs_p30_p60"]) == {"latin"}
