@@ -189,3 +189,21 @@ def test_quantile_arithmetic_is_numpys_for_every_small_size():
         prev, nxt, gamma = parttasks._quantile_indexes(n, q)
         got = parttasks.lerp(x[prev], x[nxt], gamma)
         assert np.array_equal(got, np.quantile(x, q)), n
+
+
+def test_self_reference_rows_equal_the_one_permutation_rule(monkeypatch):
+    """In-place shuffle + chunked sums choose the rows the global permutation + cumsum did."""
+    from pipeline.quality import lmstage
+
+    monkeypatch.setattr(lmstage, "REF_CHUNK", 7)
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 5, 40, 300):
+        heur, scorable = rng.random(n), rng.random(n) > 0.2
+        chars = rng.integers(1, 50, n)
+        for budget in (1, 30, 400, 10**6):
+            idx = np.flatnonzero(scorable & (heur >= 0.3))
+            order = idx[np.random.default_rng(4).permutation(len(idx))]
+            take = int(np.searchsorted(np.cumsum(chars[order]), budget, side="left")) + 1
+            want = np.sort(order[:take])
+            got = lmstage.self_reference_rows(heur, scorable, chars, 0.3, budget, 4)
+            assert np.array_equal(got, want), (n, budget)

@@ -33,6 +33,7 @@ from pipeline.quality.lmscore import (
 from pipeline.quality.ngram import SCRIPTS
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
+REF_CHUNK = 1 << 16  # self reference: characters summed this many documents at a time
 FEATS_DIR = ".lm-features"  # per-part LM features between the scoring and coherence passes
 
 
@@ -59,11 +60,20 @@ def self_reference_rows(
     seed: int,
 ) -> np.ndarray:
     """Global rows of the `self` reference: scorable documents with heuristic >= min_heuristic,
-    in a seeded random order until they hold max_chars characters; ascending."""
-    idx = np.flatnonzero(scorable & (heur >= min_heuristic))
-    order = idx[np.random.default_rng(seed).permutation(len(idx))]
-    budget = np.cumsum(chars[order])
-    take = int(np.searchsorted(budget, max_chars, side="left")) + 1
+    in a seeded random order until they hold max_chars characters; ascending.
+
+    Shuffled in place (the swaps of `permutation(n)`, so the same order) and summed a chunk at
+    a time: one int64 per eligible document beyond the inputs."""
+    order = np.flatnonzero(scorable & (heur >= min_heuristic))
+    np.random.default_rng(seed).shuffle(order)
+    used, take = 0, len(order)
+    for lo in range(0, len(order), REF_CHUNK):
+        budget = used + np.cumsum(chars[order[lo : lo + REF_CHUNK]])
+        at = int(np.searchsorted(budget, max_chars, side="left"))
+        if at < len(budget):
+            take = lo + at + 1
+            break
+        used = int(budget[-1])
     return np.sort(order[:take])
 
 

@@ -124,25 +124,51 @@ class QualityConfig:
 
 
 def _scan_part(
-    item: tuple[int, Path], folder: Path, max_chars: int, weights: dict[str, float], bias: float
-) -> tuple:
+    item: tuple[int, Path],
+    folder: Path,
+    max_chars: int,
+    weights: dict[str, float],
+    bias: float,
+    fit: tuple[str, ...],
+) -> dict[str, Any]:
     """Statistics of one part: the heuristic score, scorable (has words), unspaced (mostly a
     script without spaces) and the hidden label codes go to the part's `scan` columns (the
-    statistics stay in the task). Returns (heuristic, scorable, chars, unspaced, has labels):
-    the first four only for the fits that choose rows (self reference, pseudo labels)."""
+    statistics stay in the task). Returns counts, and the arrays named in `fit` (heuristic,
+    heur_lm, scorable, chars) that the fits choosing rows (self reference, pseudo labels) need."""
     part, path = item
     table = read_table(path)
     texts = table.column("text").to_pylist()
     heur = heuristic_score(stats_matrix(texts, max_chars), weights, bias)  # row-wise: exact
     scorable = np.array([bool(t[:max_chars].split()) for t in texts], bool)
-    chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, count=len(texts))
     unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
     cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced}
     has_labels = "label" in table.column_names
     if has_labels:
         cols["labels"] = parttasks.label_codes(table.column("label").to_pylist())
     partcols.save(folder, part, "scan", **cols)
-    return heur, scorable, chars, unspaced, has_labels
+    arrays = {
+        "heuristic": heur,
+        # the heuristic counts whitespace words and English stop words: meaningless for
+        # Chinese or Japanese, so those documents join the reference and get coherence alone
+        "heur_lm": np.where(unspaced, 1.0, heur),
+        "scorable": scorable,
+        "chars": np.fromiter((min(len(t), max_chars) for t in texts), np.int64, len(texts)),
+    }
+    out = {k: arrays[k] for k in fit}
+    return {
+        **out,
+        "n": len(texts),
+        "ok": int(scorable.sum()),
+        "unspaced": int(unspaced.sum()),
+        "has_labels": has_labels,
+    }
+
+
+def _gather(scans: list[dict], key: str) -> np.ndarray:
+    """One fit array over all parts (popped from the results: one copy at a time)."""
+    if key not in scans[0]:
+        return np.zeros(0)
+    return np.concatenate([s.pop(key) for s in scans])
 
 
 def _part_features(
@@ -318,30 +344,37 @@ class _Scored:
 
 def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path) -> _Scored:
     """Every per-document column goes to the parts' files under `folder`; the driver holds
-    the statistics the fits choose rows by (heuristic, scorable, characters) only while they
-    run."""
+    the arrays the fits choose rows by (self reference: heur_lm, scorable, characters; pseudo
+    labels: heuristic, scorable, characters) only while they run, and only those needed."""
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
-    fn = functools.partial(
-        _scan_part, folder=folder, max_chars=cfg.max_chars, weights=weights, bias=cfg.heuristic_bias
-    )
-    scans = ctx.executor.map(fn, list(enumerate(parts)), desc="quality stats")
-    offsets = np.concatenate([[0], np.cumsum([len(s[1]) for s in scans])]).astype(np.int64)
-    heur = np.concatenate([s[0] for s in scans])
-    scorable = np.concatenate([s[1] for s in scans])
-    chars = np.concatenate([s[2] for s in scans])
-    unspaced = np.concatenate([s[3] for s in scans])
-    has_labels = all(s[4] for s in scans)
-    del scans
-    names = ["heuristic"]
     lm_ran = (
         cfg.score in ("combined", "coherence") or bool(cfg.max_perplexity) or cfg.perplexity_buckets
     )
+    fit: tuple[str, ...] = ()
+    if lm_ran and cfg.reference == refmod.SELF:
+        fit += ("heur_lm", "scorable", "chars")
+    if cfg.score in ("classifier", "mean") and not cfg.model_path:
+        fit += tuple(k for k in ("heuristic", "scorable", "chars") if k not in fit)
+    fn = functools.partial(
+        _scan_part,
+        folder=folder,
+        max_chars=cfg.max_chars,
+        weights=weights,
+        bias=cfg.heuristic_bias,
+        fit=fit,
+    )
+    scans = ctx.executor.map(fn, list(enumerate(parts)), desc="quality stats")
+    offsets = np.concatenate([[0], np.cumsum([s["n"] for s in scans])]).astype(np.int64)
+    n_ok = sum(s["ok"] for s in scans)
+    unspaced = sum(s["unspaced"] for s in scans)
+    has_labels = all(s["has_labels"] for s in scans)
+    scorable, chars = _gather(scans, "scorable"), _gather(scans, "chars")
+    heur_lm, heur = _gather(scans, "heur_lm"), _gather(scans, "heuristic")
+    del scans
+    names = ["heuristic"]
     lm_sizes: dict[str, Any] | None = None
     lm_info: dict[str, Any] = {"status": "not_used"}
     if lm_ran:
-        # the heuristic counts whitespace words and English stop words: meaningless for Chinese
-        # or Japanese, so those documents join the reference and get quality = coherence alone
-        heur_lm = np.where(unspaced, 1.0, heur)
         # the seed set teaches coherence too; clean's rejects do not (they are short or
         # boilerplate, not incoherent, and would teach the classifier a domain)
         extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
@@ -352,13 +385,12 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
             names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
             names.append("combined")
-        lm_info = {**lm.info, "heuristic_not_applied_unspaced_docs": int(unspaced.sum())}
+        lm_info = {**lm.info, "heuristic_not_applied_unspaced_docs": unspaced}
         del lm
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
         model, info = _train_or_load(cfg, ctx, heur, scorable, chars, offsets)
-    n_ok = int(scorable.sum())
-    del heur, scorable, chars, unspaced  # nothing per document stays in the driver
+    del heur, scorable, chars  # nothing per document stays in the driver
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
         ctx.executor.map(fn, list(enumerate(parts)), desc="quality score")
