@@ -557,3 +557,26 @@ def test_exact_global_steps_same_bytes_whatever_the_refinement(tmp_path, monkeyp
     stats = _report(base)
     assert len(stats["decile_examples"]) == 10
     assert set(stats["bucket_cutoffs_p30_p60"]) == {"latin"}
+
+
+def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
+    """Above AUC_MAX_DOCS documents the AUCs are exact over the first whole parts that fit."""
+    from pipeline.quality import parttasks
+
+    stages = {
+        "download": {"source": "toy", "max_docs": 300, "docs_per_part": 100},
+        "quality": {"score": "heuristic"},
+    }
+    run_stages(tmp_path / "all", stages)
+    monkeypatch.setattr(parttasks, "AUC_MAX_DOCS", 150)
+    run_stages(tmp_path / "cap", stages)
+    full, cap = (_report(tmp_path / r)["hidden_label_auc"] for r in ("all", "cap"))
+    assert "docs_capped_at" not in full and cap["docs_capped_at"] == 100
+    rows = pq.read_table(tmp_path / "cap/download/part-00000.parquet").to_pylist()
+    kinds = [r["label"] for r in rows]
+    good = np.array([k == "good" for k in kinds])
+    target = good | np.isin(kinds, parttasks.QUALITY_JUNK)
+    assert cap["docs"] == int(target.sum()) < full["docs"]
+    scored = {r["id"]: r["quality_heuristic"] for r in _rows(tmp_path / "cap")}
+    s = np.array([scored[r["id"]] for r in rows])  # float32 copies: equal up to rounding
+    assert cap["auc_heuristic"] == pytest.approx(roc_auc(s[target], good[target]), abs=2e-3)
