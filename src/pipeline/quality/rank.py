@@ -112,19 +112,24 @@ def select(
     while state:
         for q in [q for q, st in state.items() if st[0] == 0]:  # every bit fixed: the key
             found[q] = state.pop(q)[1]
-        requests = {}
+        requests, asked = {}, {}
         for q, (shift, prefix, _, cands) in state.items():
             kind = "gather" if cands <= gather else "hist"
             requests[q] = (queries[q].group, (kind, shift, prefix))
-        answers = run_round(requests) if requests else []
+            asked.setdefault(requests[q], len(asked))  # queries in one bin share a request
+        unique = {u: r for r, u in asked.items()}
+        answers = run_round(unique) if unique else []
+        gathered: dict[int, np.ndarray] = {}
         for q, (_, request) in requests.items():
+            u = asked[requests[q]]
             shift, prefix, left, _ = state[q]
             if request[0] == "gather":
-                keys = np.sort(np.concatenate([a[q] for a in answers]))
-                found[q] = int(keys[left])
+                if u not in gathered:
+                    gathered[u] = np.sort(np.concatenate([a[u] for a in answers]))
+                found[q] = int(gathered[u][left])
                 del state[q]
                 continue
-            counts = np.sum([a[q] for a in answers], axis=0)
+            counts = np.sum([a[u] for a in answers], axis=0)
             cum = np.cumsum(counts)
             b = int(np.searchsorted(cum, left, side="right"))
             below = int(cum[b - 1]) if b else 0

@@ -380,6 +380,8 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
         lm = lmstage.fit_reference(cfg, ctx, heur_lm, scorable, chars, offsets)
         del heur_lm
+        if "heuristic" not in fit:  # no pseudo labels to choose: free them before scoring
+            scorable = chars = np.zeros(0)
         if lm.scorer is not None:
             lm_sizes = lmstage.score_all(ctx, lm, offsets, cfg.max_chars, extra, folder)
             names += ["coherence", "combined"]
