@@ -207,3 +207,40 @@ def test_self_reference_rows_equal_the_one_permutation_rule(monkeypatch):
             want = np.sort(order[:take])
             got = lmstage.self_reference_rows(heur, scorable, chars, 0.3, budget, 4)
             assert np.array_equal(got, want), (n, budget)
+
+
+def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_path, monkeypatch):
+    """Above SELF_EXACT_MAX_DOCS the sample is the eligible rows in seeded-hash order until
+    the budget, drawn from per-part candidates: the same rows as that rule over global
+    arrays, whatever the part boundaries."""
+    from pipeline.quality import lmstage
+
+    monkeypatch.setattr(lmstage, "SAMPLE_BATCH", 2)  # the running prefix over several batches
+    rng = np.random.default_rng(12)
+    n = 400
+    heur, scorable = rng.random(n), rng.random(n) > 0.2
+    unspaced, chars = rng.random(n) < 0.1, rng.integers(1, 60, n)
+    heur_lm = np.where(unspaced, 1.0, heur)
+    for budget in (1, 100, 2000, 10**6):
+        rows = np.flatnonzero(scorable & (heur_lm >= 0.4))
+        seed_mix = lmstage._mix(np.array([3], np.uint64))[0]
+        prio = lmstage._mix(rows.astype(np.uint64) ^ seed_mix)
+        want = np.sort(lmstage._budget_prefix(prio, rows, chars[rows], budget)[1])
+        assert len(want) and int(chars[want].sum()) >= min(budget, int(chars[rows].sum()))
+        for parts in (1, 3, 11):
+            folder = tmp_path / f"b{budget}-p{parts}"
+            sizes = _split(n, rng, parts)
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            for i in range(parts):
+                s = slice(bounds[i], bounds[i + 1])
+                partcols.save(
+                    folder,
+                    i,
+                    "scan",
+                    heuristic=heur[s],
+                    scorable=scorable[s],
+                    unspaced=unspaced[s],
+                    chars=chars[s],
+                )
+            got = lmstage.hashed_reference_rows(_Inline(), folder, bounds, 0.4, budget, 3)
+            assert np.array_equal(got, want), (budget, parts)

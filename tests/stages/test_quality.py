@@ -580,3 +580,23 @@ def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
     scored = {r["id"]: r["quality_heuristic"] for r in _rows(tmp_path / "cap")}
     s = np.array([scored[r["id"]] for r in rows])  # float32 copies: equal up to rounding
     assert cap["auc_heuristic"] == pytest.approx(roc_auc(s[target], good[target]), abs=2e-3)
+
+
+def test_self_reference_above_the_exact_cap_is_drawn_per_part(tmp_path, monkeypatch):
+    """A corpus above SELF_EXACT_MAX_DOCS draws its `self` reference in hash order from the
+    parts (bounded driver): the LM still trains, and 1 or 2 workers write the same bytes."""
+    from pipeline.quality import lmstage
+
+    src, _ = _mixed(tmp_path)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
+    monkeypatch.setattr(lmstage, "SELF_EXACT_MAX_DOCS", 0)
+    for w in (1, 2):
+        run_stages(tmp_path / f"w{w}", stages, workers=w)
+    stats = _report(tmp_path / "w1")
+    assert stats["lm"]["status"] == "trained" and stats["lm"]["reference_docs"] >= 20
+    files = sorted(
+        p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*.parquet")
+    )
+    assert len(files) >= 4
+    for rel in files:
+        assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel

@@ -33,6 +33,10 @@ from pipeline.quality.lmscore import (
 from pipeline.quality.ngram import SCRIPTS
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
+# self reference: above this many documents the sample is drawn in hash order per part (bounded
+# driver memory) instead of by one seeded shuffle of every eligible row (exact, 25 B per doc)
+SELF_EXACT_MAX_DOCS = 20_000_000
+SAMPLE_BATCH = 256  # parts per map while the bounded sample keeps its running prefix
 REF_CHUNK = 1 << 16  # self reference: characters summed this many documents at a time
 FEATS_DIR = ".lm-features"  # per-part LM features between the scoring and coherence passes
 
@@ -77,17 +81,83 @@ def self_reference_rows(
     return np.sort(order[:take])
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a seeded, well-spread uint64 per row (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = x + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _budget_prefix(prio: np.ndarray, rows: np.ndarray, chars: np.ndarray, max_chars: int):
+    """The (priority, row) order's prefix until it holds max_chars characters (+ the row that
+    crosses it): self_reference_rows's rule with hash order instead of a shuffle."""
+    order = np.lexsort((rows, prio))
+    take = int(np.searchsorted(np.cumsum(chars[order]), max_chars, side="left")) + 1
+    order = order[:take]
+    return prio[order], rows[order], chars[order]
+
+
+def hashed_sample_part(
+    item: tuple[int, int], folder: Path, min_heuristic: float, max_chars: int, seed: int
+) -> tuple:
+    """One part's eligible rows in hash order, up to the budget (the global sample's
+    candidates from this part: the global prefix never needs more)."""
+    part, first = item
+    cols = partcols.load(folder, part)
+    heur_lm = np.where(cols["unspaced"], 1.0, cols["heuristic"])
+    local = np.flatnonzero(cols["scorable"] & (heur_lm >= min_heuristic))
+    rows = first + local.astype(np.int64)
+    prio = _mix(rows.astype(np.uint64) ^ _mix(np.array([seed & (2**64 - 1)], np.uint64))[0])
+    return _budget_prefix(prio, rows, cols["chars"][local], max_chars)
+
+
+def hashed_reference_rows(
+    executor: Any,
+    folder: Path,
+    offsets: np.ndarray,
+    min_heuristic: float,
+    max_chars: int,
+    seed: int,
+) -> np.ndarray:
+    """Rows of the `self` reference above SELF_EXACT_MAX_DOCS documents: eligible documents in
+    the order of a seeded hash of their global row until max_chars characters; ascending. The
+    driver holds a running prefix and one batch of parts' candidates (each at most the
+    budget's worth), not the corpus."""
+    fn = functools.partial(
+        hashed_sample_part,
+        folder=folder,
+        min_heuristic=min_heuristic,
+        max_chars=max_chars,
+        seed=seed,
+    )
+    items = [(i, int(offsets[i])) for i in range(len(offsets) - 1)]
+    best = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for lo in range(0, len(items), SAMPLE_BATCH):  # a running prefix: bounded, not O(parts)
+        got = executor.map(fn, items[lo : lo + SAMPLE_BATCH], desc="quality reference sample")
+        merged = [np.concatenate([best[k], *(g[k] for g in got)]) for k in range(3)]
+        best = _budget_prefix(*merged, max_chars)
+    return np.sort(best[1])
+
+
 def fit_reference(
     cfg: Any,
     ctx: Any,
-    heur: np.ndarray,
-    scorable: np.ndarray,
-    chars: np.ndarray,
+    heur: np.ndarray | None,
+    scorable: np.ndarray | None,
+    chars: np.ndarray | None,
     offsets: np.ndarray,
+    folder: Path | None = None,
 ) -> LMResult:
     """Read the reference and fit the fold LMs (the classifiers come after the corpus pass,
-    see `fit_coherence`). A too-small `self` reference falls back (on_no_spread: heuristic) or
-    stops (error); a too-small file/builtin always stops."""
+    see `fit_coherence`). A `self` reference is drawn from the given arrays, or (`heur` None:
+    a corpus above SELF_EXACT_MAX_DOCS) from the parts' columns in `folder`. A too-small `self`
+    reference falls back (on_no_spread: heuristic) or stops (error); a too-small file/builtin
+    always stops."""
     params = LMParams(
         order=cfg.lm_order,
         num_folds=cfg.lm_folds,
@@ -98,9 +168,24 @@ def fit_reference(
     )
     kind = refmod.describe(cfg.reference)
     if cfg.reference == refmod.SELF:
-        rows = self_reference_rows(
-            heur, scorable, chars, cfg.reference_min_heuristic, cfg.reference_max_chars, ctx.seed
-        )
+        if heur is None:  # a corpus above SELF_EXACT_MAX_DOCS: the bounded hash-order sample
+            rows = hashed_reference_rows(
+                ctx.executor,
+                folder,
+                offsets,
+                cfg.reference_min_heuristic,
+                cfg.reference_max_chars,
+                ctx.seed,
+            )
+        else:
+            rows = self_reference_rows(
+                heur,
+                scorable,
+                chars,
+                cfg.reference_min_heuristic,
+                cfg.reference_max_chars,
+                ctx.seed,
+            )
         part_of = np.searchsorted(offsets, rows, side="right") - 1
         items = [(p, rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
         texts = [

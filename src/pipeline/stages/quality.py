@@ -124,39 +124,24 @@ class QualityConfig:
 
 
 def _scan_part(
-    item: tuple[int, Path],
-    folder: Path,
-    max_chars: int,
-    weights: dict[str, float],
-    bias: float,
-    fit: tuple[str, ...],
+    item: tuple[int, Path], folder: Path, max_chars: int, weights: dict[str, float], bias: float
 ) -> dict[str, Any]:
     """Statistics of one part: the heuristic score, scorable (has words), unspaced (mostly a
-    script without spaces) and the hidden label codes go to the part's `scan` columns (the
-    statistics stay in the task). Returns counts, and the arrays named in `fit` (heuristic,
-    heur_lm, scorable, chars) that the fits choosing rows (self reference, pseudo labels) need."""
+    script without spaces), characters read and the hidden label codes go to the part's `scan`
+    columns (the statistics stay in the task); the driver gets counts."""
     part, path = item
     table = read_table(path)
     texts = table.column("text").to_pylist()
     heur = heuristic_score(stats_matrix(texts, max_chars), weights, bias)  # row-wise: exact
     scorable = np.array([bool(t[:max_chars].split()) for t in texts], bool)
     unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
-    cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced}
+    chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, len(texts))
+    cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced, "chars": chars}
     has_labels = "label" in table.column_names
     if has_labels:
         cols["labels"] = parttasks.label_codes(table.column("label").to_pylist())
     partcols.save(folder, part, "scan", **cols)
-    arrays = {
-        "heuristic": heur,
-        # the heuristic counts whitespace words and English stop words: meaningless for
-        # Chinese or Japanese, so those documents join the reference and get coherence alone
-        "heur_lm": np.where(unspaced, 1.0, heur),
-        "scorable": scorable,
-        "chars": np.fromiter((min(len(t), max_chars) for t in texts), np.int64, len(texts)),
-    }
-    out = {k: arrays[k] for k in fit}
     return {
-        **out,
         "n": len(texts),
         "ok": int(scorable.sum()),
         "unspaced": int(unspaced.sum()),
@@ -164,11 +149,23 @@ def _scan_part(
     }
 
 
-def _gather(scans: list[dict], key: str) -> np.ndarray:
-    """One fit array over all parts (popped from the results: one copy at a time)."""
-    if key not in scans[0]:
-        return np.zeros(0)
-    return np.concatenate([s.pop(key) for s in scans])
+def _fit_part(part: int, folder: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The part's arrays a fit chooses rows by: heuristic, heur_lm (the heuristic, 1 for
+    unspaced scripts: it counts whitespace words and English stop words, meaningless for
+    Chinese or Japanese, so those documents join the reference on coherence alone), scorable,
+    chars."""
+    cols = partcols.load(folder, part)
+    cols["heur_lm"] = np.where(cols["unspaced"], 1.0, cols["heuristic"])
+    return {k: cols[k] for k in keys}
+
+
+def _gather(ctx: StageContext, folder: Path, parts: int, keys: tuple[str, ...]) -> list:
+    """Those arrays over all parts, in part order (one key concatenated at a time)."""
+    if not keys:
+        return []
+    fn = functools.partial(_fit_part, folder=folder, keys=keys)
+    got = ctx.executor.map(fn, list(range(parts)), desc="quality fit inputs")
+    return [np.concatenate([g.pop(k) for g in got]) for k in keys]
 
 
 def _part_features(
@@ -350,26 +347,18 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     lm_ran = (
         cfg.score in ("combined", "coherence") or bool(cfg.max_perplexity) or cfg.perplexity_buckets
     )
-    fit: tuple[str, ...] = ()
-    if lm_ran and cfg.reference == refmod.SELF:
-        fit += ("heur_lm", "scorable", "chars")
-    if cfg.score in ("classifier", "mean") and not cfg.model_path:
-        fit += tuple(k for k in ("heuristic", "scorable", "chars") if k not in fit)
     fn = functools.partial(
         _scan_part,
         folder=folder,
         max_chars=cfg.max_chars,
         weights=weights,
         bias=cfg.heuristic_bias,
-        fit=fit,
     )
     scans = ctx.executor.map(fn, list(enumerate(parts)), desc="quality stats")
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in scans])]).astype(np.int64)
     n_ok = sum(s["ok"] for s in scans)
     unspaced = sum(s["unspaced"] for s in scans)
     has_labels = all(s["has_labels"] for s in scans)
-    scorable, chars = _gather(scans, "scorable"), _gather(scans, "chars")
-    heur_lm, heur = _gather(scans, "heur_lm"), _gather(scans, "heuristic")
     del scans
     names = ["heuristic"]
     lm_sizes: dict[str, Any] | None = None
@@ -378,10 +367,10 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         # the seed set teaches coherence too; clean's rejects do not (they are short or
         # boilerplate, not incoherent, and would teach the classifier a domain)
         extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
-        lm = lmstage.fit_reference(cfg, ctx, heur_lm, scorable, chars, offsets)
-        del heur_lm
-        if "heuristic" not in fit:  # no pseudo labels to choose: free them before scoring
-            scorable = chars = np.zeros(0)
+        exact = cfg.reference == refmod.SELF and offsets[-1] <= lmstage.SELF_EXACT_MAX_DOCS
+        ref_in = _gather(ctx, folder, len(parts), ("heur_lm", "scorable", "chars") if exact else ())
+        lm = lmstage.fit_reference(cfg, ctx, *(ref_in or (None,) * 3), offsets, folder)
+        del ref_in
         if lm.scorer is not None:
             lm_sizes = lmstage.score_all(ctx, lm, offsets, cfg.max_chars, extra, folder)
             names += ["coherence", "combined"]
@@ -391,8 +380,10 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         del lm
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
+        fit = () if cfg.model_path else ("heuristic", "scorable", "chars")
+        heur, scorable, chars = _gather(ctx, folder, len(parts), fit) or (np.zeros(0),) * 3
         model, info = _train_or_load(cfg, ctx, heur, scorable, chars, offsets)
-    del heur, scorable, chars  # nothing per document stays in the driver
+        del heur, scorable, chars  # nothing per document stays in the driver
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
         ctx.executor.map(fn, list(enumerate(parts)), desc="quality score")
