@@ -11,6 +11,8 @@ is in quality/train.py, the LM's in quality/lmstage.py; the next split is the sc
 from __future__ import annotations
 
 import functools
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,25 +23,25 @@ import pyarrow as pa
 from pipeline.config import bounded, input_path, recipe_key, setting, with_keys
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, read_table, write_kept_and_rejected
-from pipeline.quality import lmstage, select
+from pipeline.quality import lmstage, pseudo, select
 from pipeline.quality import reference as refmod
 from pipeline.quality.features import (
     DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
     HASH_SEED,
     STAT_NAMES,
-    Csr,
     hashed_features,
     heuristic_score,
     stats_matrix,
-    vstack,
 )
-from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc
+from pipeline.quality.logreg import Model, load_model, model_bytes, roc_auc
 from pipeline.quality.ngram import char_script_share
-from pipeline.quality.train import fit_classifier, read_seed_set
+from pipeline.quality.sgd import SgdParams
+from pipeline.quality.train import featurise, fit_classifier, read_seed_set, write_texts
 from pipeline.stage import Stage, StageContext, StageResult
 
 MODEL_FILE = "model.npz"
+CLASSIFIER_FEATS_DIR = "classifier-features"  # temporary: per-part training rows
 # the setting behind the score threshold of each keep_rule (pareto draws, it has no threshold)
 RULE_SETTING = {
     "min_score": "min_score",
@@ -84,13 +86,14 @@ class QualityConfig:
     model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
     hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
     l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
-    iterations: int = bounded(200, ge=1)  # full-batch Adam steps
-    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size
+    epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample
+    batch_size: int = bounded(256, ge=1)  # documents per Adam step
+    learning_rate: float = bounded(0.05, gt=0.0)  # Adam's first step size, decays linearly to 0
     holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
     min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
     max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
-    # bounds the driver's training sample whatever the corpus size (~2 B of features per char)
-    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects
+    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects;
+    # its features go to per-part files, the driver holds one file's at a time while training
     train_max_chars: int = bounded(30_000_000, ge=1000)
     on_no_spread: Literal["heuristic", "error"] = "heuristic"  # no pseudo labels: fall back/stop
     max_chars: int = bounded(100_000, ge=100)  # statistics and features read this many chars/doc
@@ -139,16 +142,6 @@ def _scan_part(path: Path, max_chars: int, weights: dict[str, float], bias: floa
     return heur, no_words, labels, chars, unspaced
 
 
-def _part_features(
-    item: tuple[Path, np.ndarray], dims: int, max_chars: int
-) -> tuple[Csr, np.ndarray]:
-    """Hashed features and statistics of the given local rows of one part."""
-    path, rows = item
-    texts = read_table(path, columns=["text"]).column("text").to_pylist()
-    texts = [texts[i] for i in rows]
-    return hashed_features(texts, dims, HASH_SEED, max_chars), stats_matrix(texts, max_chars)
-
-
 def _score_part(path: Path, model: Model, max_chars: int) -> np.ndarray:
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     X = hashed_features(texts, model.meta["dims"], HASH_SEED, max_chars)
@@ -191,7 +184,10 @@ def _train_or_load(
     chars: np.ndarray,
     offsets: np.ndarray,
 ) -> tuple[Model | None, dict]:
-    """The classifier (loaded, trained, or None with the documented heuristic fallback)."""
+    """The classifier (loaded, trained, or None with the documented heuristic fallback).
+
+    Training rows' features are computed in tasks, one feature file per part under the stage's
+    temp folder (deleted afterwards), and the driver trains over them one file at a time."""
     if cfg.model_path:
         model = load_model(Path(cfg.model_path))
         if model.meta.get("stat_names") != list(STAT_NAMES):
@@ -201,12 +197,31 @@ def _train_or_load(
                 f"differ from this version's {list(STAT_NAMES)}",
             )
         return model, {"status": "loaded", "path": cfg.model_path}
-    extra, counts = _labelled_extras(cfg, ctx)
-    y = extra[2] if extra is not None else np.zeros(0, np.int8)
+    feats = ctx.out_dir / CLASSIFIER_FEATS_DIR
     try:
-        pl = select.pseudo_labels(
-            heur,
-            scorable,
+        return _train(cfg, ctx, heur, scorable, chars, offsets, feats)
+    finally:
+        shutil.rmtree(feats, ignore_errors=True)  # temporary, not stage outputs
+
+
+def _train(
+    cfg: QualityConfig,
+    ctx: StageContext,
+    heur: np.ndarray,
+    scorable: np.ndarray,
+    chars: np.ndarray,
+    offsets: np.ndarray,
+    feats: Path,
+) -> tuple[Model | None, dict]:
+    extra, counts = _labelled_extras(cfg, ctx, feats)
+
+    def parts() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
+            yield heur[lo:hi], scorable[lo:hi], chars[lo:hi]
+
+    try:
+        pl = pseudo.pseudo_labels(
+            parts,
             cfg.pseudo_label_fraction,
             cfg.pseudo_bad_below,
             cfg.pseudo_good_above,
@@ -214,8 +229,7 @@ def _train_or_load(
             cfg.max_train_docs,
             cfg.holdout_fraction,
             ctx.seed,
-            extra=(int((y == 0).sum()), int((y == 1).sum())),
-            sizes=chars,
+            extra=(sum(s["bad"] for s in extra), sum(s["good"] for s in extra)),
             class_chars=cfg.train_max_chars // 3,
         )
     except select.NoSpread as exc:
@@ -228,43 +242,52 @@ def _train_or_load(
         ctx.log.warning("[quality] no classifier: %s; using the heuristic score", exc)
         return None, {"status": "fallback_heuristic", "why": str(exc)}
     part_of = np.searchsorted(offsets, pl.rows, side="right") - 1
-    items = [(p, pl.rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
-    fn = functools.partial(_part_features, dims=1 << cfg.hash_bits, max_chars=cfg.max_chars)
-    got = ctx.executor.map(fn, items, desc="quality features")
-    X = vstack([g[0] for g in got], 1 << cfg.hash_bits)
-    stats = np.vstack([g[1] for g in got])
-    params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
-    model, info = fit_classifier(X, stats, pl, params, cfg.max_chars, extra)
+    items = []
+    for i, p in enumerate(ctx.input_parts):
+        m = part_of == i
+        if m.any():
+            out = feats / f"part-{i:05d}.npz"
+            items.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m], out))
+    dims = 1 << cfg.hash_bits
+    fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
+    summaries = ctx.executor.map(fn, items, desc="quality features") + extra
+    params = SgdParams(cfg.l2, cfg.epochs, cfg.batch_size, cfg.learning_rate, ctx.seed)
+    model, info = fit_classifier(summaries, pl, params, dims, cfg.max_chars)
     return model, {**info, **counts}
 
 
-def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[tuple | None, dict]:
-    """(features, statistics, labels) of the seed-set documents and of documents the clean
+def _labelled_extras(cfg: QualityConfig, ctx: StageContext, feats: Path) -> tuple[list, dict]:
+    """Feature files (their summaries) of the seed-set documents and of documents the clean
     stage of this run rejected, as bad examples (after clean, the corpus itself often has no
-    pseudo-bad documents left); None when there are none."""
+    pseudo-bad documents left)."""
     dims = 1 << cfg.hash_bits
-    mats: list[tuple[Csr, np.ndarray]] = []
-    labels: list[np.ndarray] = []
+    files: list[dict] = []
     counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
     if cfg.seed_set_path:  # a labelled seed set is small: featurised here
-        seed_texts, seed_y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
-        feats = hashed_features(seed_texts, dims, HASH_SEED, cfg.max_chars)
-        mats.append((feats, stats_matrix(seed_texts, cfg.max_chars)))
-        labels.append(seed_y)
-        counts["seed_set_docs"] = len(seed_texts)
+        texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
+        no = np.zeros(len(y), bool)
+        files.append(write_texts(feats / "seed.npz", texts, y, no, dims, cfg.max_chars))
+        counts["seed_set_docs"] = len(texts)
     clean = ctx.inputs.get("clean")  # present when the run has a clean stage
     if cfg.clean_rejects_as_bad and clean is not None:
-        items = _reject_rows(list(clean.under("rejected")), cfg.max_chars, cfg.train_max_chars // 3)
-        fn = functools.partial(_part_features, dims=dims, max_chars=cfg.max_chars)
+        rejects = _reject_rows(
+            list(clean.under("rejected")), cfg.max_chars, cfg.train_max_chars // 3
+        )
+        items = [
+            (
+                p,
+                rows,
+                np.zeros(len(rows), np.int8),
+                np.zeros(len(rows), bool),
+                feats / f"rej-{i:05d}.npz",
+            )
+            for i, (p, rows) in enumerate(rejects)
+        ]
+        fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
         got = ctx.executor.map(fn, items, desc="quality rejects") if items else []
-        mats += got
-        n = sum(g[0].num_rows for g in got)
-        labels.append(np.zeros(n, np.int8))
-        counts["clean_reject_docs"] = n
-    if not mats:
-        return None, counts
-    X = vstack([m[0] for m in mats], dims)
-    return (X, np.vstack([m[1] for m in mats]), np.concatenate(labels)), counts
+        files += got
+        counts["clean_reject_docs"] = sum(g["rows"] for g in got)
+    return files, counts
 
 
 def _reject_rows(parts: list[Path], max_chars: int, budget: int) -> list[tuple[Path, np.ndarray]]:
