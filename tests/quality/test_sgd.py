@@ -142,24 +142,29 @@ def _accuracy(model, X, stats, y) -> float:
 def test_streamed_training_matches_full_batch_on_a_separable_toy(tmp_path):
     X, stats, y = _separable(600, 0)
     Xt, st, yt = _separable(300, 1)  # fresh rows
-    streamed = sgd.SgdParams(1e-3, epochs=10, batch_size=32, learning_rate=0.05, seed=0)
+    streamed = sgd.SgdParams(
+        1e-3, epochs=10, min_steps=1, batch_size=32, learning_rate=0.05, seed=0
+    )
     files = _files(tmp_path / "many", X, stats, y, 6)
     model, losses = sgd.train_streamed(files, 128, 3, streamed, {})
-    full = sgd.SgdParams(1e-3, epochs=200, batch_size=10**6, learning_rate=0.05, seed=0)
+    full = sgd.SgdParams(
+        1e-3, epochs=200, min_steps=1, batch_size=10**6, learning_rate=0.05, seed=0
+    )
     one = _files(tmp_path / "one", X, stats, y, 1)
     ref, _ = sgd.train_streamed(one, 128, 3, full, {})  # one file, one batch: full-batch Adam
     assert losses[-1] < losses[0]
     assert _accuracy(model, Xt, st, yt) >= 0.98 and _accuracy(ref, Xt, st, yt) >= 0.98
     agree = (model.predict(Xt, st) >= 0.5) == (ref.predict(Xt, st) >= 0.5)
     assert agree.mean() >= 0.98
-    p, held_y = sgd.holdout_predictions(files, model)
+    p, held_y, loss = sgd.evaluate(files, model, 1e-3)
     assert len(p) == 120 and ((p >= 0.5) == (held_y == 1)).mean() >= 0.98
+    assert loss < 0.2 and loss == pytest.approx(sgd.evaluate(one, ref, 1e-3)[2], abs=0.1)
 
 
 def test_streamed_training_is_deterministic_and_reads_one_file_at_a_time(tmp_path):
     X, stats, y = _separable(400, 2)
     files = _files(tmp_path, X, stats, y, 5)
-    params = sgd.SgdParams(1e-2, epochs=3, batch_size=16, learning_rate=0.05, seed=7)
+    params = sgd.SgdParams(1e-2, epochs=3, min_steps=1, batch_size=16, learning_rate=0.05, seed=7)
     live, peak, calls = [0], [0], []
 
     def load(path: str) -> sgd.Rows:
@@ -172,10 +177,10 @@ def test_streamed_training_is_deterministic_and_reads_one_file_at_a_time(tmp_pat
         return rows
 
     a, _ = sgd.train_streamed(files, 128, 3, params, {"k": 1}, load)
-    sgd.holdout_predictions(files, a, load)
+    sgd.evaluate(files, a, 1e-2, load)
     assert peak[0] == 1  # the driver never held two files' rows
     assert len(calls) == 3 * 5 + 5  # each file once per epoch, then once for the holdout
     b, _ = sgd.train_streamed(files, 128, 3, params, {"k": 1})
     assert model_bytes(a) == model_bytes(b)
-    c, _ = sgd.train_streamed(files, 128, 3, sgd.SgdParams(1e-2, 3, 16, 0.05, 8), {"k": 1})
+    c, _ = sgd.train_streamed(files, 128, 3, sgd.SgdParams(1e-2, 3, 1, 16, 0.05, 8), {"k": 1})
     assert model_bytes(a) != model_bytes(c)  # the seed orders files and batches

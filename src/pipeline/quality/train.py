@@ -20,7 +20,7 @@ from pipeline.quality.select import PseudoLabels
 from pipeline.quality.sgd import (
     Rows,
     SgdParams,
-    holdout_predictions,
+    evaluate,
     read_rows,
     train_streamed,
     write_rows,
@@ -91,6 +91,7 @@ def fit_classifier(
         "pseudo_good_min": pl.good_min,
     }
     model, losses = train_streamed(summaries, dims, len(STAT_NAMES), params, meta, load)
+    p, y, loss = evaluate(summaries, model, params.l2, load)
     info: dict[str, Any] = {
         "status": "trained",
         "train_docs": train_docs,
@@ -98,11 +99,10 @@ def fit_classifier(
         "pseudo_bad_docs": int((pl.y == 0).sum()),
         "pseudo_good_docs": int((pl.y == 1).sum()),
         "pseudo_label_thresholds": [_round(pl.bad_max), _round(pl.good_min)],
-        "epochs": params.epochs,
-        "loss_first": losses[0],
-        "loss_last": losses[-1],
+        "epochs": len(losses),
+        "loss_first": losses[0],  # over the first epoch's batches, as the model moved
+        "loss_last": round(loss, 6),  # the objective of the final model, all training rows
     }
-    p, y = holdout_predictions(summaries, model, load)
     if len(p):
         info["holdout_docs"] = int(len(p))
         info["holdout_agreement"] = round(float(((p >= 0.5) == (y == 1)).mean()), 4)

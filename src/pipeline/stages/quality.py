@@ -86,7 +86,8 @@ class QualityConfig:
     model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
     hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
     l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
-    epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample
+    epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample, and
+    min_steps: int = bounded(200, ge=1)  # more passes until this many steps (small samples)
     batch_size: int = bounded(256, ge=1)  # documents per Adam step
     learning_rate: float = bounded(0.05, gt=0.0)  # Adam's first step size, decays linearly to 0
     holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
@@ -251,7 +252,9 @@ def _train(
     dims = 1 << cfg.hash_bits
     fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
     summaries = ctx.executor.map(fn, items, desc="quality features") + extra
-    params = SgdParams(cfg.l2, cfg.epochs, cfg.batch_size, cfg.learning_rate, ctx.seed)
+    params = SgdParams(
+        cfg.l2, cfg.epochs, cfg.min_steps, cfg.batch_size, cfg.learning_rate, ctx.seed
+    )
     model, info = fit_classifier(summaries, pl, params, dims, cfg.max_chars)
     return model, {**info, **counts}
 
