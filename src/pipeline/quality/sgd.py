@@ -66,7 +66,6 @@ def write_rows(path: Path, rows: Rows) -> dict:
     atomic_write_bytes(path, buf.getvalue())
     train = ~rows.holdout
     s = rows.stats[train].astype(np.float64)
-    cols = np.unique(rows.X.take(np.flatnonzero(train)).indices)
     return {
         "path": str(path),
         "rows": int(len(rows.y)),
@@ -74,7 +73,6 @@ def write_rows(path: Path, rows: Rows) -> dict:
         "bad": int((rows.y[train] == 0).sum()),
         "stats_sum": s.sum(axis=0),
         "stats_sumsq": (s * s).sum(axis=0),
-        "cols": cols.astype(np.int32),  # hashed buckets the training rows use
     }
 
 
@@ -110,9 +108,13 @@ def train_streamed(
     neg = sum(s["bad"] for s in summaries)
     # Only buckets some training row uses can move away from 0 (the rest see only the L2 pull
     # towards 0), so train in that compressed column space: same weights, far cheaper steps.
+    # One pass to find them (a bitmap: O(model), whatever the number of files).
     used = np.zeros(dims, bool)
     for s in summaries:
-        used[s["cols"]] = True
+        if s["good"] + s["bad"]:
+            rows = load(s["path"])
+            used[rows.X.take(np.flatnonzero(~rows.holdout)).indices] = True
+            del rows
     remap = np.cumsum(used, dtype=np.int64) - 1
     nu = int(used.sum())
     mean, std = _standardiser(summaries, k)
