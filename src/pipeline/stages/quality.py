@@ -251,7 +251,7 @@ def _train(
             items.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m], out))
     dims = 1 << cfg.hash_bits
     fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
-    summaries = ctx.executor.map(fn, items, desc="quality features") + extra
+    summaries = (ctx.executor.map(fn, items, desc="quality features") if items else []) + extra
     params = SgdParams(
         cfg.l2, cfg.epochs, cfg.min_steps, cfg.batch_size, cfg.learning_rate, ctx.seed
     )
@@ -276,16 +276,10 @@ def _labelled_extras(cfg: QualityConfig, ctx: StageContext, feats: Path) -> tupl
         rejects = _reject_rows(
             list(clean.under("rejected")), cfg.max_chars, cfg.train_max_chars // 3
         )
-        items = [
-            (
-                p,
-                rows,
-                np.zeros(len(rows), np.int8),
-                np.zeros(len(rows), bool),
-                feats / f"rej-{i:05d}.npz",
-            )
-            for i, (p, rows) in enumerate(rejects)
-        ]
+        items = []
+        for i, (p, rows) in enumerate(rejects):  # all bad, none held out
+            no = np.zeros(len(rows), bool)
+            items.append((p, rows, no.astype(np.int8), no, feats / f"rej-{i:05d}.npz"))
         fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
         got = ctx.executor.map(fn, items, desc="quality rejects") if items else []
         files += got
