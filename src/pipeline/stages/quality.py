@@ -89,7 +89,7 @@ class QualityConfig:
     epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample, and
     min_steps: int = bounded(200, ge=1)  # more passes until this many steps (small samples)
     batch_size: int = bounded(256, ge=1)  # documents per Adam step
-    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size
+    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size (to 0 over the 2nd half)
     holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
     min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
     max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
