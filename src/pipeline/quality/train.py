@@ -51,12 +51,17 @@ def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
 
 
 def featurise(item: tuple, dims: int, max_chars: int) -> dict:
-    """Task: features and statistics of the given local rows of one part, written with their
-    labels and holdout flags to the item's feature file; returns its summary (sgd.write_rows).
-    item = (part path, local rows int64 [m], labels int8 [m], holdout bool [m], output path)."""
-    path, rows, y, holdout, out = item
-    texts = read_table(path, columns=["text"]).column("text").to_pylist()
-    texts = [texts[i] for i in rows]
+    """Task: features and statistics of the given local rows of one or more parts, written
+    with their labels and holdout flags to one feature file; returns its summary
+    (sgd.write_rows). item = ([(part path, local rows int64 [m], labels int8 [m], holdout
+    bool [m]), ...], output path)."""
+    sources, out = item
+    texts: list[str] = []
+    for path, rows, _, _ in sources:
+        col = read_table(path, columns=["text"]).column("text").to_pylist()
+        texts += [col[i] for i in rows]
+    y = np.concatenate([src[2] for src in sources]).astype(np.int8)
+    holdout = np.concatenate([src[3] for src in sources]).astype(bool)
     return write_texts(Path(out), texts, y, holdout, dims, max_chars)
 
 

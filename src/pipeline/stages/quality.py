@@ -214,7 +214,8 @@ def _train(
     offsets: np.ndarray,
     feats: Path,
 ) -> tuple[Model | None, dict]:
-    extra, counts = _labelled_extras(cfg, ctx, feats)
+    seed_file, rejects, counts = _labelled_extras(cfg, ctx, feats)
+    bad = sum(len(r[1]) for r in rejects) + sum(s["bad"] for s in seed_file)
 
     def parts() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
@@ -230,7 +231,7 @@ def _train(
             cfg.max_train_docs,
             cfg.holdout_fraction,
             ctx.seed,
-            extra=(sum(s["bad"] for s in extra), sum(s["good"] for s in extra)),
+            extra=(bad, sum(s["good"] for s in seed_file)),
             class_chars=cfg.train_max_chars // 3,
         )
     except select.NoSpread as exc:
@@ -243,26 +244,36 @@ def _train(
         ctx.log.warning("[quality] no classifier: %s; using the heuristic score", exc)
         return None, {"status": "fallback_heuristic", "why": str(exc)}
     part_of = np.searchsorted(offsets, pl.rows, side="right") - 1
-    items = []
+    labelled = []
     for i, p in enumerate(ctx.input_parts):
         m = part_of == i
         if m.any():
-            out = feats / f"part-{i:05d}.npz"
-            items.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m], out))
+            labelled.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m]))
+    # file k holds pseudo-labelled part k and rejected part k: mini-batches see both classes
+    # (a file of rejects alone would make every step of it a step towards "bad")
+    items = []
+    for k in range(max(len(labelled), len(rejects))):
+        sources = labelled[k : k + 1]
+        for p, rows in rejects[k : k + 1]:
+            no = np.zeros(len(rows), bool)
+            sources.append((p, rows, no.astype(np.int8), no))
+        items.append((sources, feats / f"part-{k:05d}.npz"))
     dims = 1 << cfg.hash_bits
     fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
-    summaries = (ctx.executor.map(fn, items, desc="quality features") if items else []) + extra
+    summaries = ctx.executor.map(fn, items, desc="quality features") if items else []
     params = SgdParams(
         cfg.l2, cfg.epochs, cfg.min_steps, cfg.batch_size, cfg.learning_rate, ctx.seed
     )
-    model, info = fit_classifier(summaries, pl, params, dims, cfg.max_chars)
+    model, info = fit_classifier(summaries + seed_file, pl, params, dims, cfg.max_chars)
     return model, {**info, **counts}
 
 
-def _labelled_extras(cfg: QualityConfig, ctx: StageContext, feats: Path) -> tuple[list, dict]:
-    """Feature files (their summaries) of the seed-set documents and of documents the clean
-    stage of this run rejected, as bad examples (after clean, the corpus itself often has no
-    pseudo-bad documents left)."""
+def _labelled_extras(
+    cfg: QualityConfig, ctx: StageContext, feats: Path
+) -> tuple[list[dict], list[tuple[Path, np.ndarray]], dict]:
+    """The seed set's feature file (its summary), and the (part, local rows) of documents the
+    clean stage of this run rejected, as bad examples (after clean, the corpus itself often has
+    no pseudo-bad documents left); their features are computed with the pseudo-labelled ones."""
     dims = 1 << cfg.hash_bits
     files: list[dict] = []
     counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
@@ -271,20 +282,13 @@ def _labelled_extras(cfg: QualityConfig, ctx: StageContext, feats: Path) -> tupl
         no = np.zeros(len(y), bool)
         files.append(write_texts(feats / "seed.npz", texts, y, no, dims, cfg.max_chars))
         counts["seed_set_docs"] = len(texts)
+    rejects: list[tuple[Path, np.ndarray]] = []
     clean = ctx.inputs.get("clean")  # present when the run has a clean stage
     if cfg.clean_rejects_as_bad and clean is not None:
-        rejects = _reject_rows(
-            list(clean.under("rejected")), cfg.max_chars, cfg.train_max_chars // 3
-        )
-        items = []
-        for i, (p, rows) in enumerate(rejects):  # all bad, none held out
-            no = np.zeros(len(rows), bool)
-            items.append((p, rows, no.astype(np.int8), no, feats / f"rej-{i:05d}.npz"))
-        fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
-        got = ctx.executor.map(fn, items, desc="quality rejects") if items else []
-        files += got
-        counts["clean_reject_docs"] = sum(g["rows"] for g in got)
-    return files, counts
+        budget = cfg.train_max_chars // 3
+        rejects = _reject_rows(list(clean.under("rejected")), cfg.max_chars, budget)
+        counts["clean_reject_docs"] = sum(len(rows) for _, rows in rejects)
+    return files, rejects, counts
 
 
 def _reject_rows(parts: list[Path], max_chars: int, budget: int) -> list[tuple[Path, np.ndarray]]:
