@@ -1,14 +1,15 @@
 """Mini-batch Adam for the quality classifier over feature files streamed one at a time.
 
-Each training file holds one part's rows (hashed features as CSR arrays, statistics, labels,
-holdout flags) as a plain .npz (no pickle). The driver keeps the model, Adam's two moment
-vectors (dense over the hashed buckets: O(model)) and one file's rows: never the whole sample.
-Every epoch visits the files in a seeded order and each file's training rows in a seeded order,
-in batches of `batch_size`; at least `epochs` passes and `min_steps` steps (a small sample gets
-more passes). The step size is constant for the first half of the steps, then decays linearly
-to 0, so the last steps' noise averages out: the final objective measured within 5% of the
-full-batch Adam's this replaced (0.264 vs 0.252; a constant step size ended at 0.38). Given the
-same files the weights are bit-identical (sequential numpy sums in a fixed order).
+Each training file holds the sampled rows of a part (hashed features as CSR arrays, statistics,
+labels, holdout flags) as a plain .npz (no pickle). The driver keeps the model, Adam's two
+moment vectors (dense over the hashed buckets in use: O(model)) and one file's rows: never the
+whole sample. Every epoch visits the files in a seeded order and each file's training rows in
+a seeded order, in batches of `batch_size`; at least `epochs` passes and `min_steps` steps (a
+small sample gets more passes). The step size is constant for the first half of the steps,
+then decays linearly to 0, so the last steps' noise averages out (40 MB corpus: final
+objective 0.256 vs 0.252 for the full-batch Adam this replaced; a constant step size ended
+~50% higher). Given the same files the weights are bit-identical (sequential numpy sums in a
+fixed order).
 
 The loss is the class-balanced mean log-loss (each class weighs 1/2) + (l2 / 2)·||w||² (bias
 not penalised): a batch's gradient is scaled to estimate the full one.
