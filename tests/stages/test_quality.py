@@ -114,40 +114,6 @@ def test_hashed_features_rows_normalised_bigrams_stay_inside_documents():
     assert X.indptr[3] - X.indptr[2] == 4
 
 
-def test_pseudo_labels_no_spread_and_thresholds():
-    h = np.full(100, 0.7)
-    with pytest.raises(select.NoSpread, match="pseudo-bad"):
-        select.pseudo_labels(h, np.ones(100, bool), 0.2, 0.5, 0.5, 5, 1000, 0.2, 0)
-    h = np.linspace(0.0, 1.0, 100)
-    pl = select.pseudo_labels(h, np.ones(100, bool), 0.2, 0.5, 0.5, 5, 1000, 0.25, 0)
-    assert pl.y.sum() == 20 and len(pl.y) == 40 and pl.holdout.sum() == 10
-    assert (h[pl.rows[pl.y == 0]] < 0.2).all() and (h[pl.rows[pl.y == 1]] > 0.8).all()
-
-
-def test_pseudo_labels_byte_budget():
-    h = np.linspace(0.0, 1.0, 1000)
-    sizes = np.arange(1000) % 7 + 1
-    free = select.pseudo_labels(h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3)
-    same = select.pseudo_labels(
-        h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3, sizes=sizes, class_chars=10**6
-    )
-    assert np.array_equal(free.rows, same.rows)  # a budget that does not bind draws nothing
-    assert np.array_equal(free.holdout, same.holdout)
-    pl = select.pseudo_labels(
-        h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3, sizes=sizes, class_chars=100
-    )
-    for cls in (0, 1):
-        got = sizes[pl.rows[pl.y == cls]].sum()
-        assert 100 - 7 < got <= 100  # filled up to the budget, never over
-    assert set(pl.rows) < set(free.rows)
-    again = select.pseudo_labels(
-        h, np.ones(1000, bool), 0.2, 0.5, 0.5, 5, 10_000, 0.2, 3, sizes=sizes, class_chars=100
-    )
-    assert np.array_equal(pl.rows, again.rows)  # seeded
-    one = select.within_budget(np.array([4, 9]), sizes, 1, np.random.default_rng(0))
-    assert len(one) == 1  # at least one row even when a single row is over the budget
-
-
 def test_keep_rules():
     scores = np.array([0.9, 0.1, 0.5, 0.5, 0.7, 0.0])
     scorable = np.array([True, True, True, True, True, False])
@@ -361,6 +327,8 @@ def test_classifier_sample_bounded_in_bytes_and_worker_independent(tmp_path):
     assert 0 < info["clean_reject_docs"] < len(rejected)  # a prefix, cut by the budget
     assert sum(len(t) for t in rejected[: info["clean_reject_docs"]]) <= 2000
     assert info["pseudo_good_docs"] > 0
+    assert 0 < info["sample_chars"] <= 6000  # features computed for at most train_max_chars
+    assert not list((tmp_path / "w1").rglob("classifier-features"))  # temp files removed
     files = sorted(
         p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*") if p.is_file()
     )

@@ -1,8 +1,6 @@
-"""Binary logistic regression in numpy over [sparse hashed features | dense statistics].
-
-Full-batch Adam on the class-balanced mean log-loss + (l2 / 2)·||w||² (bias not penalised).
-Every reduction is a sequential numpy sum over a fixed row order, so the same inputs give
-bit-identical weights. Models are saved as a plain .npz (no pickle) with fixed zip timestamps.
+"""Binary logistic regression in numpy over [sparse hashed features | dense statistics]: the
+model, ROC-AUC, and persistence. Training (mini-batch Adam over feature files) is quality/sgd.py.
+Models are saved as a plain .npz (no pickle) with fixed zip timestamps.
 """
 
 from __future__ import annotations
@@ -43,69 +41,6 @@ class Model:
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # tanh form: no overflow warning for large |z|
-
-
-@dataclass(frozen=True)
-class TrainParams:
-    l2: float  # L2 penalty on the weights
-    iterations: int  # full-batch Adam steps
-    learning_rate: float  # Adam step size
-
-
-def train(
-    X: Csr, stats: np.ndarray, y: np.ndarray, params: TrainParams, meta: dict
-) -> tuple[Model, list[float]]:
-    """Fit on rows X / stats [n, k] with labels y (1 = good, 0 = bad); returns the model and the
-    training loss every 10 steps."""
-    n, full_dims = X.num_rows, X.num_cols
-    # Only buckets some training row uses can move away from 0 (the rest see only the L2 pull
-    # towards 0), so train in that compressed column space: same weights, ~5x less work.
-    used, cols = np.unique(X.indices, return_inverse=True)
-    dims = len(used)
-    mean = stats.astype(np.float64).mean(axis=0)
-    std = stats.astype(np.float64).std(axis=0)
-    std = np.where(std > 1e-6, std, 1.0)  # a constant statistic keeps weight ~0, no division by 0
-    z = (stats.astype(np.float64) - mean) / std
-    y = y.astype(np.float64)
-    pos = max(float(y.sum()), 1.0)
-    sample_w = np.where(y > 0.5, 0.5 / pos, 0.5 / max(n - pos, 1.0))  # classes weigh 1/2 each
-    rows, data = X.row_ids(), X.data.astype(np.float64)
-    k = z.shape[1]
-    theta = np.zeros(dims + k + 1)  # [hashed | stats | bias]
-    m, v = np.zeros_like(theta), np.zeros_like(theta)
-    b1, b2, eps = 0.9, 0.999, 1e-8
-    losses = []
-    for step in range(1, params.iterations + 1):
-        logit = (
-            np.bincount(rows, weights=data * theta[cols], minlength=n)
-            + (z * theta[dims : dims + k]).sum(axis=1)
-            + theta[-1]
-        )
-        p = sigmoid(logit)
-        err = (p - y) * sample_w
-        grad = np.empty_like(theta)
-        grad[:dims] = np.bincount(cols, weights=data * err[rows], minlength=dims)
-        grad[dims : dims + k] = (z * err[:, None]).sum(axis=0)
-        grad[-1] = err.sum()
-        grad[:-1] += params.l2 * theta[:-1]
-        if step % 10 == 0 or step == 1:
-            ll = -(sample_w * (y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12))).sum()
-            losses.append(round(float(ll + 0.5 * params.l2 * (theta[:-1] ** 2).sum()), 6))
-        m = b1 * m + (1 - b1) * grad
-        v = b2 * v + (1 - b2) * grad * grad
-        step_size = params.learning_rate * np.sqrt(1 - b2**step) / (1 - b1**step)
-        theta -= step_size * m / (np.sqrt(v) + eps)
-    w_hashed = np.zeros(full_dims, np.float32)
-    w_hashed[used] = theta[:dims]
-    model = Model(
-        w_hashed,
-        theta[dims : dims + k].copy(),
-        float(theta[-1]),
-        mean,
-        std,
-        dict(meta),
-    )
-    return model, losses
 
 
 def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:

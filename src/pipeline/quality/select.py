@@ -1,5 +1,5 @@
 """Global decisions of the quality stage, as pure functions of score arrays and a seed:
-pseudo labels for training, the keep mask, the histogram and the decile examples.
+the keep mask, the histogram and the decile examples (pseudo labels: quality/pseudo.py).
 
 Row indices are global (parts concatenated in order), so results never depend on worker count.
 """
@@ -24,78 +24,6 @@ class PseudoLabels:
     holdout: np.ndarray  # bool [m]: held out from training, used to measure agreement
     bad_max: float | None  # highest heuristic score labelled bad (None: no pseudo-bad row)
     good_min: float | None  # lowest heuristic score labelled good
-
-
-def pseudo_labels(
-    heuristic: np.ndarray,
-    eligible: np.ndarray,
-    fraction: float,
-    bad_below: float,
-    good_above: float,
-    min_docs: int,
-    max_docs: int,
-    holdout_fraction: float,
-    seed: int,
-    extra: tuple[int, int] = (0, 0),
-    sizes: np.ndarray | None = None,
-    class_chars: int | None = None,
-) -> PseudoLabels:
-    """Top `fraction` of eligible rows by heuristic score -> 1 (if score >= good_above), bottom
-    `fraction` -> 0 (if score < bad_below): on a mostly clean corpus the bottom 20% is not junk.
-
-    Ties are broken by row index, so the split is exact. Each class is capped at max_docs // 2
-    (a seeded subsample), then at `class_chars` characters (`sizes` [n]: a row's characters;
-    a further seeded subsample, drawn only when the class holds more). `extra` = (bad, good)
-    labelled documents from elsewhere (clean's rejects, a seed set) that count towards min_docs.
-    NoSpread when a class has < min_docs rows or the two sets' scores are not separated by
-    MIN_SPREAD (e.g. all documents score the same).
-    """
-    idx = np.flatnonzero(eligible)
-    k = int(fraction * len(idx))
-    order = idx[np.lexsort((idx, heuristic[idx]))]  # ascending score, then row
-    bad, good = order[:k], order[::-1][:k]
-    bad, good = bad[heuristic[bad] < bad_below], good[heuristic[good] >= good_above]
-    if min(len(bad) + extra[0], len(good) + extra[1]) < min_docs:
-        raise NoSpread(
-            f"{len(idx)} scorable documents give {len(bad)} pseudo-bad (bottom "
-            f"{fraction:.0%} and heuristic < {bad_below}) and {len(good)} pseudo-good "
-            f"(top {fraction:.0%} and >= {good_above}), plus {extra[0]} bad and {extra[1]} good "
-            f"labelled elsewhere; min_train_docs is {min_docs}"
-        )
-    bad_max = float(heuristic[bad].max()) if len(bad) else None
-    good_min = float(heuristic[good].min()) if len(good) else None
-    if bad_max is not None and good_min is not None and good_min - bad_max <= MIN_SPREAD:
-        raise NoSpread(
-            f"heuristic scores have no spread: the top {fraction:.0%} start at "
-            f"{good_min:.4f}, the bottom {fraction:.0%} end at {bad_max:.4f}"
-        )
-    rng = np.random.default_rng(seed)
-    cap = max(max_docs // 2, 1)
-    if k > cap:
-        bad = np.sort(rng.choice(bad, cap, replace=False))
-        good = np.sort(rng.choice(good, cap, replace=False))
-    if sizes is not None and class_chars is not None:
-        bad = within_budget(bad, sizes, class_chars, rng)
-        good = within_budget(good, sizes, class_chars, rng)
-    rows = np.concatenate([bad, good])
-    y = np.concatenate([np.zeros(len(bad), np.int8), np.ones(len(good), np.int8)])
-    order = np.argsort(rows, kind="stable")
-    rows, y = rows[order].astype(np.int64), y[order]
-    holdout = np.zeros(len(rows), bool)
-    holdout[rng.permutation(len(rows))[: int(holdout_fraction * len(rows))]] = True
-    return PseudoLabels(rows, y, holdout, bad_max, good_min)
-
-
-def within_budget(
-    rows: np.ndarray, sizes: np.ndarray, budget: int, rng: np.random.Generator
-) -> np.ndarray:
-    """`rows` (ascending) if their sizes sum to <= budget, else a seeded random subset that
-    does (at least one row), ascending: the training sample is bounded in bytes, not docs."""
-    if int(sizes[rows].sum()) <= budget:
-        return rows
-    order = rows[rng.permutation(len(rows))]
-    take = max(int(np.searchsorted(np.cumsum(sizes[order]), budget, side="right")), 1)
-    return np.sort(order[:take])
 
 
 def keep_mask(

@@ -1,22 +1,30 @@
-"""Training the quality classifier: the labelled seed set (JSONL) and the fit on pseudo-labelled
-documents plus extra labelled ones, with agreement and AUC on the held-out pseudo labels.
-
-Pure functions of in-memory arrays (and the seed-set file); the stage decides what to train on.
+"""Training the quality classifier: the labelled seed set (JSONL), the per-part task that
+writes a part's training rows to a feature file, and the fit over those files (quality/sgd.py)
+with agreement and AUC on the held-out pseudo labels. The stage decides what to train on.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import read_text_file
-from pipeline.quality.features import HASH_SEED, STAT_NAMES, Csr, vstack
-from pipeline.quality.logreg import Model, TrainParams, roc_auc, train
+from pipeline.io import read_table, read_text_file
+from pipeline.quality.features import HASH_SEED, STAT_NAMES, hashed_features, stats_matrix
+from pipeline.quality.logreg import Model, roc_auc
 from pipeline.quality.select import PseudoLabels
+from pipeline.quality.sgd import (
+    Rows,
+    SgdParams,
+    evaluate,
+    read_rows,
+    train_streamed,
+    write_rows,
+)
 
 
 def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
@@ -42,47 +50,68 @@ def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
     return texts, np.array(labels, np.int8)
 
 
+def featurise(item: tuple, dims: int, max_chars: int) -> dict:
+    """Task: features and statistics of the given local rows of one or more parts, written
+    with their labels and holdout flags to one feature file; returns its summary
+    (sgd.write_rows). item = ([(part path, local rows int64 [m], labels int8 [m], holdout
+    bool [m]), ...], output path)."""
+    sources, out = item
+    texts: list[str] = []
+    for path, rows, _, _ in sources:
+        col = read_table(path, columns=["text"]).column("text").to_pylist()
+        texts += [col[i] for i in rows]
+    y = np.concatenate([src[2] for src in sources]).astype(np.int8)
+    holdout = np.concatenate([src[3] for src in sources]).astype(bool)
+    return write_texts(Path(out), texts, y, holdout, dims, max_chars)
+
+
+def write_texts(
+    out: Path, texts: list[str], y: np.ndarray, holdout: np.ndarray, dims: int, max_chars: int
+) -> dict:
+    """Featurise `texts` into the feature file `out`; its summary also counts the characters
+    read (the sample's size against train_max_chars)."""
+    X = hashed_features(texts, dims, HASH_SEED, max_chars)
+    summary = write_rows(out, Rows(X, stats_matrix(texts, max_chars), y, holdout))
+    return {**summary, "chars": sum(min(len(t), max_chars) for t in texts)}
+
+
 def fit_classifier(
-    X: Csr,
-    stats: np.ndarray,
+    summaries: list[dict],
     pl: PseudoLabels,
-    params: TrainParams,
+    params: SgdParams,
+    dims: int,
     max_chars: int,
-    extra: tuple[Csr, np.ndarray, np.ndarray] | None = None,
+    load: Callable[[str], Rows] = read_rows,
 ) -> tuple[Model, dict[str, Any]]:
-    """Train on the non-held-out pseudo-labelled rows (X, stats aligned with pl.rows) plus the
-    `extra` labelled rows (features, stats, y); report agreement with the pseudo labels on the
-    held-out rows."""
-    fit = np.flatnonzero(~pl.holdout)
-    Xf, Sf, yf = X.take(fit), stats[fit], pl.y[fit]
-    if extra is not None:
-        Xs, Ss, ys = extra
-        Xf, Sf, yf = vstack([Xf, Xs], X.num_cols), np.vstack([Sf, Ss]), np.concatenate([yf, ys])
+    """Train by mini-batch Adam over the feature files (pseudo-labelled parts, then extra
+    labelled rows), one file at a time; report agreement with the held-out pseudo labels."""
+    train_docs = sum(s["good"] + s["bad"] for s in summaries)
     meta = {
-        "dims": X.num_cols,
+        "dims": dims,
         "hash_seed": HASH_SEED,
         "max_chars": max_chars,
         "stat_names": list(STAT_NAMES),
-        "train_docs": int(len(yf)),
+        "train_docs": train_docs,
         "pseudo_bad_max": pl.bad_max,
         "pseudo_good_min": pl.good_min,
     }
-    model, losses = train(Xf, Sf, yf, params, meta)
+    model, losses = train_streamed(summaries, dims, len(STAT_NAMES), params, meta, load)
+    p, y, loss = evaluate(summaries, model, params.l2, load)
     info: dict[str, Any] = {
         "status": "trained",
-        "train_docs": int(len(yf)),
+        "train_docs": train_docs,
+        "sample_chars": sum(s["chars"] for s in summaries),
         "pseudo_bad_docs": int((pl.y == 0).sum()),
         "pseudo_good_docs": int((pl.y == 1).sum()),
         "pseudo_label_thresholds": [_round(pl.bad_max), _round(pl.good_min)],
-        "loss_first": losses[0],
-        "loss_last": losses[-1],
+        "epochs": len(losses),
+        "loss_first": losses[0],  # over the first epoch's batches, as the model moved
+        "loss_last": round(loss, 6),  # the objective of the final model, all training rows
     }
-    held = np.flatnonzero(pl.holdout)
-    if len(held):
-        p = model.predict(X.take(held), stats[held])
-        info["holdout_docs"] = int(len(held))
-        info["holdout_agreement"] = round(float(((p >= 0.5) == (pl.y[held] == 1)).mean()), 4)
-        auc = roc_auc(p, pl.y[held] == 1)
+    if len(p):
+        info["holdout_docs"] = int(len(p))
+        info["holdout_agreement"] = round(float(((p >= 0.5) == (y == 1)).mean()), 4)
+        auc = roc_auc(p, y == 1)
         info["holdout_auc"] = None if auc is None else round(auc, 4)
     return model, info
 

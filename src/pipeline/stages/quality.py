@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,25 +22,25 @@ import numpy as np
 from pipeline.config import bounded, input_path, recipe_key, setting, with_keys
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, read_table
-from pipeline.quality import lmstage, partcols, parttasks, select, writepart
+from pipeline.quality import lmstage, partcols, parttasks, pseudo, select, writepart
 from pipeline.quality import reference as refmod
 from pipeline.quality.features import (
     DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
     HASH_SEED,
     STAT_NAMES,
-    Csr,
     hashed_features,
     heuristic_score,
     stats_matrix,
-    vstack,
 )
-from pipeline.quality.logreg import Model, TrainParams, load_model, model_bytes, roc_auc
+from pipeline.quality.logreg import Model, load_model, model_bytes, roc_auc
 from pipeline.quality.ngram import char_script_share
-from pipeline.quality.train import fit_classifier, read_seed_set
+from pipeline.quality.sgd import SgdParams
+from pipeline.quality.train import featurise, fit_classifier, read_seed_set, write_texts
 from pipeline.stage import Stage, StageContext, StageResult
 
 MODEL_FILE = "model.npz"
+CLASSIFIER_FEATS_DIR = "classifier-features"  # temporary: per-part training rows
 # the setting behind the score threshold of each keep_rule (pareto draws, it has no threshold)
 RULE_SETTING = {
     "min_score": "min_score",
@@ -82,13 +83,15 @@ class QualityConfig:
     model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
     hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
     l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
-    iterations: int = bounded(200, ge=1)  # full-batch Adam steps
-    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size
+    epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample, and
+    min_steps: int = bounded(200, ge=1)  # more passes until this many steps (small samples)
+    batch_size: int = bounded(256, ge=1)  # documents per Adam step
+    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size (to 0 over the 2nd half)
     holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
     min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
     max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
-    # bounds the driver's training sample whatever the corpus size (~2 B of features per char)
-    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects
+    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects;
+    # its features go to per-part files, the driver holds one file's at a time while training
     train_max_chars: int = bounded(30_000_000, ge=1000)
     on_no_spread: Literal["heuristic", "error"] = "heuristic"  # no pseudo labels: fall back/stop
     max_chars: int = bounded(100_000, ge=100)  # statistics and features read this many chars/doc
@@ -168,16 +171,6 @@ def _gather(ctx: StageContext, folder: Path, parts: int, keys: tuple[str, ...]) 
     return [np.concatenate([g.pop(k) for g in got]) for k in keys]
 
 
-def _part_features(
-    item: tuple[Path, np.ndarray], dims: int, max_chars: int
-) -> tuple[Csr, np.ndarray]:
-    """Hashed features and statistics of the given local rows of one part."""
-    path, rows = item
-    texts = read_table(path, columns=["text"]).column("text").to_pylist()
-    texts = [texts[i] for i in rows]
-    return hashed_features(texts, dims, HASH_SEED, max_chars), stats_matrix(texts, max_chars)
-
-
 def _score_part(item: tuple[int, Path], model: Model, max_chars: int, folder: Path) -> int:
     part, path = item
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
@@ -190,14 +183,12 @@ def _score_part(item: tuple[int, Path], model: Model, max_chars: int, folder: Pa
 
 
 def _train_or_load(
-    cfg: QualityConfig,
-    ctx: StageContext,
-    heur: np.ndarray,
-    scorable: np.ndarray,
-    chars: np.ndarray,
-    offsets: np.ndarray,
+    cfg: QualityConfig, ctx: StageContext, part_cols: pseudo.Parts, offsets: np.ndarray
 ) -> tuple[Model | None, dict]:
-    """The classifier (loaded, trained, or None with the documented heuristic fallback)."""
+    """The classifier (loaded, trained, or None with the documented heuristic fallback).
+
+    Training rows' features are computed in tasks, one feature file per part under the stage's
+    temp folder (deleted afterwards), and the driver trains over them one file at a time."""
     if cfg.model_path:
         model = load_model(Path(cfg.model_path))
         if model.meta.get("stat_names") != list(STAT_NAMES):
@@ -207,12 +198,26 @@ def _train_or_load(
                 f"differ from this version's {list(STAT_NAMES)}",
             )
         return model, {"status": "loaded", "path": cfg.model_path}
-    extra, counts = _labelled_extras(cfg, ctx)
-    y = extra[2] if extra is not None else np.zeros(0, np.int8)
+    feats = ctx.out_dir / CLASSIFIER_FEATS_DIR
     try:
-        pl = select.pseudo_labels(
-            heur,
-            scorable,
+        return _train(cfg, ctx, part_cols, offsets, feats)
+    finally:
+        shutil.rmtree(feats, ignore_errors=True)  # temporary, not stage outputs
+
+
+def _train(
+    cfg: QualityConfig,
+    ctx: StageContext,
+    parts: pseudo.Parts,
+    offsets: np.ndarray,
+    feats: Path,
+) -> tuple[Model | None, dict]:
+    seed_file, rejects, counts = _labelled_extras(cfg, ctx, feats)
+    bad = sum(len(r[1]) for r in rejects) + sum(s["bad"] for s in seed_file)
+
+    try:
+        pl = pseudo.pseudo_labels(
+            parts,
             cfg.pseudo_label_fraction,
             cfg.pseudo_bad_below,
             cfg.pseudo_good_above,
@@ -220,8 +225,7 @@ def _train_or_load(
             cfg.max_train_docs,
             cfg.holdout_fraction,
             ctx.seed,
-            extra=(int((y == 0).sum()), int((y == 1).sum())),
-            sizes=chars,
+            extra=(bad, sum(s["good"] for s in seed_file)),
             class_chars=cfg.train_max_chars // 3,
         )
     except select.NoSpread as exc:
@@ -234,43 +238,51 @@ def _train_or_load(
         ctx.log.warning("[quality] no classifier: %s; using the heuristic score", exc)
         return None, {"status": "fallback_heuristic", "why": str(exc)}
     part_of = np.searchsorted(offsets, pl.rows, side="right") - 1
-    items = [(p, pl.rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
-    fn = functools.partial(_part_features, dims=1 << cfg.hash_bits, max_chars=cfg.max_chars)
-    got = ctx.executor.map(fn, items, desc="quality features")
-    X = vstack([g[0] for g in got], 1 << cfg.hash_bits)
-    stats = np.vstack([g[1] for g in got])
-    params = TrainParams(cfg.l2, cfg.iterations, cfg.learning_rate)
-    model, info = fit_classifier(X, stats, pl, params, cfg.max_chars, extra)
+    labelled = []
+    for i, p in enumerate(ctx.input_parts):
+        m = part_of == i
+        if m.any():
+            labelled.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m]))
+    # file k holds pseudo-labelled part k and rejected part k: mini-batches see both classes
+    # (a file of rejects alone would make every step of it a step towards "bad")
+    items = []
+    for k in range(max(len(labelled), len(rejects))):
+        sources = labelled[k : k + 1]
+        for p, rows in rejects[k : k + 1]:
+            no = np.zeros(len(rows), bool)
+            sources.append((p, rows, no.astype(np.int8), no))
+        items.append((sources, feats / f"part-{k:05d}.npz"))
+    dims = 1 << cfg.hash_bits
+    fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
+    summaries = ctx.executor.map(fn, items, desc="quality features") if items else []
+    params = SgdParams(
+        cfg.l2, cfg.epochs, cfg.min_steps, cfg.batch_size, cfg.learning_rate, ctx.seed
+    )
+    model, info = fit_classifier(summaries + seed_file, pl, params, dims, cfg.max_chars)
     return model, {**info, **counts}
 
 
-def _labelled_extras(cfg: QualityConfig, ctx: StageContext) -> tuple[tuple | None, dict]:
-    """(features, statistics, labels) of the seed-set documents and of documents the clean
-    stage of this run rejected, as bad examples (after clean, the corpus itself often has no
-    pseudo-bad documents left); None when there are none."""
+def _labelled_extras(
+    cfg: QualityConfig, ctx: StageContext, feats: Path
+) -> tuple[list[dict], list[tuple[Path, np.ndarray]], dict]:
+    """The seed set's feature file (its summary), and the (part, local rows) of documents the
+    clean stage of this run rejected, as bad examples (after clean, the corpus itself often has
+    no pseudo-bad documents left); their features are computed with the pseudo-labelled ones."""
     dims = 1 << cfg.hash_bits
-    mats: list[tuple[Csr, np.ndarray]] = []
-    labels: list[np.ndarray] = []
+    files: list[dict] = []
     counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
     if cfg.seed_set_path:  # a labelled seed set is small: featurised here
-        seed_texts, seed_y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
-        feats = hashed_features(seed_texts, dims, HASH_SEED, cfg.max_chars)
-        mats.append((feats, stats_matrix(seed_texts, cfg.max_chars)))
-        labels.append(seed_y)
-        counts["seed_set_docs"] = len(seed_texts)
+        texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
+        no = np.zeros(len(y), bool)
+        files.append(write_texts(feats / "seed.npz", texts, y, no, dims, cfg.max_chars))
+        counts["seed_set_docs"] = len(texts)
+    rejects: list[tuple[Path, np.ndarray]] = []
     clean = ctx.inputs.get("clean")  # present when the run has a clean stage
     if cfg.clean_rejects_as_bad and clean is not None:
-        items = _reject_rows(list(clean.under("rejected")), cfg.max_chars, cfg.train_max_chars // 3)
-        fn = functools.partial(_part_features, dims=dims, max_chars=cfg.max_chars)
-        got = ctx.executor.map(fn, items, desc="quality rejects") if items else []
-        mats += got
-        n = sum(g[0].num_rows for g in got)
-        labels.append(np.zeros(n, np.int8))
-        counts["clean_reject_docs"] = n
-    if not mats:
-        return None, counts
-    X = vstack([m[0] for m in mats], dims)
-    return (X, np.vstack([m[1] for m in mats]), np.concatenate(labels)), counts
+        budget = cfg.train_max_chars // 3
+        rejects = _reject_rows(list(clean.under("rejected")), cfg.max_chars, budget)
+        counts["clean_reject_docs"] = sum(len(rows) for _, rows in rejects)
+    return files, rejects, counts
 
 
 def _reject_rows(parts: list[Path], max_chars: int, budget: int) -> list[tuple[Path, np.ndarray]]:
@@ -380,10 +392,14 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         del lm
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
-        fit = () if cfg.model_path else ("heuristic", "scorable", "chars")
-        heur, scorable, chars = _gather(ctx, folder, len(parts), fit) or (np.zeros(0),) * 3
-        model, info = _train_or_load(cfg, ctx, heur, scorable, chars, offsets)
-        del heur, scorable, chars  # nothing per document stays in the driver
+
+        def part_cols() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+            # pseudo labels read one part's columns at a time: nothing per document is held
+            for i in range(len(parts)):
+                cols = partcols.load(folder, i)
+                yield cols["heuristic"], cols["scorable"], cols["chars"]
+
+        model, info = _train_or_load(cfg, ctx, part_cols, offsets)
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
         ctx.executor.map(fn, list(enumerate(parts)), desc="quality score")
