@@ -163,3 +163,35 @@ def test_unreadable_part_is_a_data_error(tmp_path):
     bad.write_bytes(b"not parquet at all")
     with pytest.raises(DataError, match="part-00000.parquet: cannot read Parquet part"):
         clean_part((0, str(bad)), CleanConfig(), str(tmp_path / "out"))
+
+
+def test_waves_of_parts_sum_to_the_same_stats_and_bytes(tmp_path, monkeypatch):
+    """The driver folds part summaries wave by wave (held: one wave, not every part): 10 parts
+    in waves of 8 give the one-wave run's stats and files."""
+    import pipeline.stages.clean as clean_stage
+    from pipeline.executor import BaseExecutor
+
+    calls = Counter()
+    real_map = BaseExecutor.map
+
+    def spy(self, fn, items, desc=""):
+        calls[desc] += 1
+        return real_map(self, fn, items, desc)
+
+    monkeypatch.setattr(BaseExecutor, "map", spy)
+    stages = {"download": {"source": "toy", "max_docs": 300, "docs_per_part": 30}, "clean": None}
+    got = []
+    for wave in (10_000, 0):  # 0: max(0, 8 * workers) = 8 parts per map call
+        monkeypatch.setattr(clean_stage, "WAVE_PARTS", wave)
+        calls.clear()
+        out = tmp_path / f"wave{wave}"
+        run_stages(out, stages)
+        got.append(
+            (
+                {o["path"]: o["sha256"] for o in Manifest.load(out).stages["clean"]["outputs"]},
+                {k: v for k, v in _clean_stats(out).items() if not k.endswith("_per_s")},
+                calls["clean"],
+            )
+        )
+    assert [g[2] for g in got] == [1, 2]  # 10 parts: one call, then 8 + 2
+    assert got[0][:2] == got[1][:2]
