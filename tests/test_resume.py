@@ -162,3 +162,51 @@ def test_real_clean_stage_resumes_with_same_bytes_and_stats(tmp_path, monkeypatc
     for s in (got, want):
         s.pop("docs_per_s"), s.pop("mb_per_s")
     assert got == want
+
+
+@pytest.mark.parametrize("cap", [None, 10])  # None: the exact path; 10: the bounded path
+def test_shard_writes_are_recorded_and_resume(tmp_path, monkeypatch, caplog, cap):
+    """A crash while writing train shards, re-run: the written shards are kept (not rewritten)
+    and the stage ends with an uninterrupted run's bytes and statistics."""
+    import pipeline.stages.shard as shard_stage
+    import pipeline.stages.shard_bounded as bounded
+
+    stages = {
+        "download": {"source": "toy", "max_docs": 200, "docs_per_part": 50},
+        "tokenize": {"vocab_size": 400},
+        "pack": {"seq_len": 128, "sequences_per_part": 64},
+        "shard": {"shard_size": 8, "eval_fraction": 0.05},
+    }
+    if cap:
+        stages["shard"]["exact_max_sequences"] = cap
+    mod, name = (bounded, "write_train_shard") if cap else (shard_stage, "write_shard")
+    original = getattr(mod, name)
+    calls: Counter[str] = Counter()
+
+    def crashing(job, **kw):
+        if job[0] == 3 and "train" in kw["out_dir"]:
+            raise RuntimeError("simulated crash")
+        return original(job, **kw)
+
+    monkeypatch.setattr(mod, name, crashing)
+    with pytest.raises(RuntimeError):
+        run_recipe(make_recipe(tmp_path / "run", stages), progress=False)
+    calls.clear()
+
+    def counting(job, **kw):
+        calls[Path(kw["out_dir"]).name] += 1
+        return original(job, **kw)
+
+    monkeypatch.setattr(mod, name, counting)
+    with caplog.at_level("INFO", logger="pipeline"):
+        run_recipe(make_recipe(tmp_path / "run", stages), progress=False)
+    assert "[shard] 3 tasks resumed from a crashed run" in caplog.text
+    monkeypatch.setattr(mod, name, original)
+    run_recipe(make_recipe(tmp_path / "fresh", stages), progress=False)
+    assert shas(tmp_path / "run") == shas(tmp_path / "fresh")
+    got, want = (load_report(tmp_path / d)["stages"][-1]["stats"] for d in ("run", "fresh"))
+    for s in (got, want):
+        s.pop("docs_per_s", None), s.pop("mb_per_s", None), s.pop("seconds", None)
+    assert got == want
+    assert got["shuffle_method"] == ("feistel" if cap else "exact")
+    assert calls["train"] == got["num_shards_train"] - 3  # the 3 written ones were kept

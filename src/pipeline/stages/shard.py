@@ -25,7 +25,7 @@ from pipeline.io import group_parts as io_group_parts
 from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, save_npz, shard_name, shard_sizes
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
-from pipeline.stages.shard_bounded import SELECT_DIR, part_source_counts, run_bounded
+from pipeline.stages.shard_bounded import SELECT_DIR, part_source_counts, recorded, run_bounded
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def group_parts(paths: list[Path]) -> list[dict[str, Path]]:
 
 def write_shard(
     job: tuple[int, np.ndarray, np.ndarray], parts: list[dict[str, str]], out_dir: str
-) -> tuple[str, int, str]:
+) -> dict[str, Any]:
     """Gather one shard: output row k is row `rows[k]` of pack part `part[k]`. A job carries only
     its own rows (16 B per sequence), never the global index."""
     j, part, rows = job
@@ -135,7 +135,7 @@ def write_shard(
         arrays[field] = out
     path = Path(out_dir) / shard_name(j)
     save_npz(path, arrays)
-    return path.name, len(rows), sha256_file(path)
+    return recorded(path, (path.name, len(rows), sha256_file(path)))
 
 
 def _write_split(
@@ -153,7 +153,7 @@ def _write_split(
     chunks = [order[bounds[j] : bounds[j + 1]] for j in range(len(sizes))]
     jobs = [(j, part_of[idx], row_of[idx]) for j, idx in enumerate(chunks)]
     fn = partial(write_shard, parts=parts, out_dir=str(ctx.out_dir / sub))
-    return ctx.executor.map(fn, jobs, desc=f"shard {sub}")
+    return [r["shard"] for r in ctx.executor.map(fn, jobs, desc=f"shard {sub}")]
 
 
 # ---------------------------------------------------------------- run

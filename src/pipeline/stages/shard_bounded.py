@@ -79,6 +79,12 @@ def select_part(
     )
 
 
+def recorded(path: Path, shard: tuple[str, int, str], **extra: Any) -> dict[str, Any]:
+    """A write task's result: "outputs" (relative to the stage folder: split/file) makes the
+    executor record the finished shard for part-level resume (pipeline.resume)."""
+    return {"outputs": [f"{path.parent.name}/{path.name}"], "shard": shard, **extra}
+
+
 def _gather(
     part: np.ndarray, rows: np.ndarray, parts: list[dict[str, str]], path: Path
 ) -> tuple[str, int, str]:
@@ -117,9 +123,10 @@ def write_train_shard(
     parts: list[dict[str, str]],
     folder: str,
     out_dir: str,
-) -> tuple[tuple[str, int, str], dict[str, Any]]:
+) -> dict[str, Any]:
     """Executor task: train shard j = output positions [a, b) of the Feistel order; returns its
-    (file, rows, sha256) and its shuffle statistics, merged in order by the driver."""
+    (file, rows, sha256) and its shuffle statistics (merged in order by the driver), recorded
+    for part-level resume."""
     j, a, b = job
     total = int(starts[-1])
     ranks = FeistelPermutation(total, perm_seed)(np.arange(a, b, dtype=np.int64))
@@ -127,8 +134,8 @@ def write_train_shard(
     q = ShuffleStats(np.diff(starts))
     q.seek(a)
     q.add(part, ranks)
-    written = _gather(part, rows, parts, Path(out_dir) / shard_name(j))
-    return written, q.state()
+    path = Path(out_dir) / shard_name(j)
+    return recorded(path, _gather(part, rows, parts, path), stats=q.state())
 
 
 def write_eval_shard(
@@ -137,11 +144,12 @@ def write_eval_shard(
     parts: list[dict[str, str]],
     folder: str,
     out_dir: str,
-) -> tuple[str, int, str]:
+) -> dict[str, Any]:
     """Executor task: eval shard j = eval sequences [a, b) in pack order."""
     j, a, b = job
     part, rows = _locate(np.arange(a, b, dtype=np.int64), starts, folder, "eval")
-    return _gather(part, rows, parts, Path(out_dir) / shard_name(j))
+    path = Path(out_dir) / shard_name(j)
+    return recorded(path, _gather(part, rows, parts, path))
 
 
 def _jobs(total: int, shard_size: int) -> list[tuple[int, int, int]]:
@@ -197,13 +205,13 @@ def run_bounded(
     train_total = int(train_starts[-1])
     results = ctx.executor.map(fn_train, _jobs(train_total, shard_size), desc="shard train")
     q = ShuffleStats(selected - evals)
-    for _, state in results:
-        q.merge(state)
-    out["train"] = ([r[0] for r in results], train_src)
+    for r in results:
+        q.merge(r["stats"])
+    out["train"] = ([r["shard"] for r in results], train_src)
     fn_eval = partial(
         write_eval_shard, starts=eval_starts, out_dir=str(ctx.out_dir / "eval"), **common
     )
     written = ctx.executor.map(fn_eval, _jobs(int(eval_starts[-1]), shard_size), desc="shard eval")
-    out["eval"] = (written, eval_src)
+    out["eval"] = ([r["shard"] for r in written], eval_src)
     out["shuffle"] = q.result()
     return out
