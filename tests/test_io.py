@@ -32,3 +32,22 @@ def test_a_stage_that_changed_the_kept_rows_and_dropped_none(tmp_path):
     assert outputs == ["part-00000.parquet"] and not (tmp_path / "rejected").exists()
     assert read_table(tmp_path / outputs[0]).column("text").to_pylist() == ["XY"]
     assert (counts.dropped, counts.bytes_in, counts.bytes_out) == ({}, 1, 2)
+
+
+def test_sha256_files_equals_one_by_one_in_order(tmp_path):
+    """The driver's threaded hashing (commit, up-to-date checks) gives each file's own digest,
+    in the order asked, for 1 or many threads."""
+    import hashlib
+
+    from pipeline.io import sha256_files
+
+    paths = []
+    for i in range(40):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(bytes([i % 251]) * (i * 70_001 % 3_000_001))  # 0 B to ~3 MB
+        paths.append(p)
+    want = [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
+    assert sha256_files(paths, threads=1) == want
+    assert sha256_files(paths, threads=4) == want
+    assert sha256_files(paths[::-1], threads=3) == want[::-1]
+    assert sha256_files([]) == []

@@ -30,7 +30,7 @@ from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
 from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
-from pipeline.io import crash_point, iter_files, num_records, sha256_file
+from pipeline.io import crash_point, iter_files, num_records, sha256_files
 from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
@@ -481,13 +481,15 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:
     # stage bugs, not user errors: a stage must declare exactly what it wrote
     assert not missing, f"stage {name} declared outputs it did not write: {missing[:3]}"
     assert not undeclared, f"stage {name} wrote undeclared files: {undeclared[:3]}"
+    rels = sorted(declared)
+    digests = sha256_files([tmp / rel for rel in rels])
     out = []
-    for rel in sorted(declared):
+    for rel, digest in zip(rels, digests, strict=True):
         path = tmp / rel
         out.append(
             {
                 "path": f"{name}/{rel}",
-                "sha256": sha256_file(path),
+                "sha256": digest,
                 "records": num_records(path),
                 "bytes": path.stat().st_size,
             }
