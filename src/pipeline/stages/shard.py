@@ -20,12 +20,18 @@ import pyarrow.compute as pc
 
 from pipeline.config import RunConfig, bounded, setting
 from pipeline.errors import RecipeError
-from pipeline.io import atomic_write_json, read_json_file, read_table, sha256_file
+from pipeline.io import atomic_write_json, read_json_file, read_table
 from pipeline.io import group_parts as io_group_parts
-from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, save_npz, shard_name, shard_sizes
+from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, shard_name, shard_sizes
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
-from pipeline.stages.shard_bounded import SELECT_DIR, part_source_counts, recorded, run_bounded
+from pipeline.stages.shard_bounded import (
+    SELECT_DIR,
+    gather_shard,
+    part_source_counts,
+    recorded,
+    run_bounded,
+)
 
 
 @dataclass(frozen=True)
@@ -122,20 +128,8 @@ def write_shard(
     """Gather one shard: output row k is row `rows[k]` of pack part `part[k]`. A job carries only
     its own rows (16 B per sequence), never the global index."""
     j, part, rows = job
-    arrays = {}
-    for field in FIELDS:
-        out = None
-        for p in np.unique(part):
-            mm = np.load(parts[int(p)][field], mmap_mode="r", allow_pickle=False)
-            if out is None:
-                out = np.empty((len(rows), mm.shape[1]), mm.dtype)
-            sel = np.flatnonzero(part == p)
-            out[sel] = mm[rows[sel]]
-            del mm
-        arrays[field] = out
     path = Path(out_dir) / shard_name(j)
-    save_npz(path, arrays)
-    return recorded(path, (path.name, len(rows), sha256_file(path)))
+    return recorded(path, gather_shard(part, rows, parts, path))
 
 
 def _write_split(

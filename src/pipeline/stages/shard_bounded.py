@@ -85,7 +85,7 @@ def recorded(path: Path, shard: tuple[str, int, str], **extra: Any) -> dict[str,
     return {"outputs": [f"{path.parent.name}/{path.name}"], "shard": shard, **extra}
 
 
-def _gather(
+def gather_shard(
     part: np.ndarray, rows: np.ndarray, parts: list[dict[str, str]], path: Path
 ) -> tuple[str, int, str]:
     """Write one shard: output row i is row rows[i] of pack part part[i]."""
@@ -135,7 +135,7 @@ def write_train_shard(
     q.seek(a)
     q.add(part, ranks)
     path = Path(out_dir) / shard_name(j)
-    return recorded(path, _gather(part, rows, parts, path), stats=q.state())
+    return recorded(path, gather_shard(part, rows, parts, path), stats=q.state())
 
 
 def write_eval_shard(
@@ -149,7 +149,7 @@ def write_eval_shard(
     j, a, b = job
     part, rows = _locate(np.arange(a, b, dtype=np.int64), starts, folder, "eval")
     path = Path(out_dir) / shard_name(j)
-    return recorded(path, _gather(part, rows, parts, path))
+    return recorded(path, gather_shard(part, rows, parts, path))
 
 
 def _jobs(total: int, shard_size: int) -> list[tuple[int, int, int]]:
