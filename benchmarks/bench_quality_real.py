@@ -211,10 +211,12 @@ def table(rows: list[dict], scored: dict) -> dict:
     return dict(sorted(out.items()))
 
 
-def aucs(rows: list[dict], scored: dict, column: str) -> dict:
+def aucs(rows: list[dict], scored: dict, column: str) -> dict | None:
     """ROC-AUC of `column` over documents that reached quality: real vs target junk, real vs
     each junk kind, Wikipedia vs target junk."""
     ids = [i for i in range(len(rows)) if f"doc{i}" in scored]
+    if ids and column not in scored[f"doc{ids[0]}"]:
+        return None  # a score the run did not compute (e.g. coherence with score: classifier)
     s = np.array([scored[f"doc{i}"][column] for i in ids], np.float64)
     s = np.nan_to_num(s, nan=-1.0)
     kind = np.array([rows[i]["kind"] for i in ids])
