@@ -121,13 +121,15 @@ def compare(before: dict, after: dict) -> dict:
         if a is None or "error" in a or "error" in b:
             result[name] = {"error": (a or {}).get("error") or b.get("error") or "no before run"}
             continue
-        differ = sorted(f for f in a["files"].keys() | b["files"].keys() if a["files"].get(f) != b["files"].get(f))
+        fa, fb = a["files"], b["files"]
+        differ = sorted(f for f in fa.keys() | fb.keys() if fa.get(f) != fb.get(f))
         json_diff, added, removed = [], {}, {}
         for rel in JSON_FILES:
             ka, kb = key_paths(a["json"].get(rel)), key_paths(b["json"].get(rel))
             added[rel], removed[rel] = sorted(kb - ka), sorted(ka - kb)
             common = ka & kb
-            if strip_keys(a["json"].get(rel), ka - common) != strip_keys(b["json"].get(rel), kb - common):
+            ja, jb = a["json"].get(rel), b["json"].get(rel)
+            if strip_keys(ja, ka - common) != strip_keys(jb, kb - common):
                 json_diff.append(rel)
         result[name] = {
             "data_files": len(b["files"]),

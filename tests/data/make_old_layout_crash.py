@@ -5,7 +5,7 @@ layout (commit 9311ba7), for tests/test_old_layout_resume.py. Kept to show how t
     PYTHONPATH=/tmp/old/src python tests/data/make_old_layout_crash.py tests/data/old_layout_crash
 
 It runs RECIPE in-process and dies (os._exit, as kill -9) at the crash point where a stage's
-second part is about to be written, so part 0's task is already recorded in the stage's ledger (.resume/).
+second part is about to be written: part 0's task is already recorded in the ledger (.resume/).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ AT = "before writing part-00001.parquet"  # the second part's write: part 0's ta
 
 
 def main(out: Path) -> None:
+    from pipeline.runner import run_recipe  # the OLD layout's module path
+
     from pipeline import io
     from pipeline.recipe import build_recipe
-    from pipeline.runner import run_recipe  # the OLD layout's module path
 
     recipe = yaml.safe_load((HERE / "old_layout_recipe.yaml").read_text())
     if out.exists():
