@@ -119,13 +119,15 @@ def test_config_and_stage_know_nothing_of_recipes_or_the_runner():
 
 
 ALGORITHMS = ("dedup", "quality", "clean", "tokenizer", "loader", "sources", "shuffle")
-# what an algorithm package must not import: stages, the run machinery, executors and the
-# Parquet-part layer (pipeline.parts, which imports pipeline.stage). pipeline.io is allowed:
-# after the split it is a leaf of atomic-write / JSON / hash helpers (numpy and errors only).
+# what an algorithm package must not import: stages, the run machinery, executors, the run
+# folder's writers (pipeline.io) and the Parquet-part layer (pipeline.parts, which imports
+# pipeline.stage). Algorithms take and return in-memory data; sources/ reads user input
+# through pipeline.text_files and pipeline.fetch (docs/overview.md).
 FORBIDDEN = (
     "pipeline.stages",
     "pipeline.run",
     "pipeline.executor",
+    "pipeline.io",
     "pipeline.stage",
     "pipeline.parts",
 )

@@ -243,7 +243,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_shuffle(args: argparse.Namespace) -> int:
-    from pipeline.shuffle import shuffle_shards
+    from pipeline.rebalance import shuffle_shards
 
     meta = shuffle_shards(args.input_dir, args.output_dir, args.shard_size, args.seed)
     q = meta["shuffle_stats"]

@@ -1,7 +1,8 @@
 """Generate docs/recipes.md, the recipe reference, from the config dataclasses themselves.
 
-Every key's default and meaning come from the dataclass field and its trailing `# comment`, so
-the reference cannot drift from the code (a test compares the file with this output).
+Every key's default, range and meaning come from the dataclass field itself (its `doc`, given by
+pipeline.config's option / bounded / input_path), and each config's file from its class, so the
+reference cannot drift from the code (a test compares the file with this output).
 Run: `python -m pipeline.docgen > docs/recipes.md` (or `make docs`).
 """
 
@@ -9,28 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
 from pipeline.stages import STAGES
 
-_FIELD = re.compile(r"^\s+(\w+):\s*[^#=]+=[^#]*?(?:#\s*(.+))?$")
-_COMMENT = re.compile(r"^\s+#\s*(.+)$")
 
-
-def field_comments(cls: type) -> dict[str, str]:
-    """{field name: its trailing `# comment`, or the comment line just above it}."""
-    out, above = {}, ""
-    for line in inspect.getsource(cls).splitlines():
-        if m := _COMMENT.match(line):
-            above = m.group(1).strip()
-        elif m := _FIELD.match(line):
-            out[m.group(1)] = (m.group(2) or above).strip()
-            above = ""
-        else:
-            above = ""
-    return out
+def field_docs(cls: type) -> dict[str, str]:
+    """{field name: its meaning} (empty for a field declared without a doc)."""
+    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
 
 
 def _default(f: dataclasses.Field) -> str:
@@ -53,12 +41,12 @@ def _type(f: dataclasses.Field) -> str:
 
 
 def table(cls: type) -> list[str]:
-    comments = field_comments(cls)
+    docs = field_docs(cls)
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
-        rng = {k: v for k, v in f.metadata.items() if v is not None and k != "input"}
+        rng = {k: v for k, v in f.metadata.items() if v is not None and k not in ("doc", "input")}
         bounds = ", ".join(f"{k} {v}" for k, v in rng.items())
-        meaning = comments.get(f.name, "").replace("|", "\\|")
+        meaning = docs[f.name].replace("|", "\\|")
         if bounds:
             meaning += f" ({bounds})"
         if f.metadata.get("input"):

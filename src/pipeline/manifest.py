@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, read_json_file, sha256_files
+from pipeline.io import atomic_write_json, sha256_files
 from pipeline.stage import StageInputs
+from pipeline.text_files import read_json_file
 
 MANIFEST_NAME = "manifest.json"
 VERSION = 1

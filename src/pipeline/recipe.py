@@ -19,9 +19,9 @@ import yaml
 
 from pipeline.config import RunConfig, build_config
 from pipeline.errors import DataError, RecipeError, short
-from pipeline.io import bom_encoding, decode_text
 from pipeline.sources import source_names
 from pipeline.stages import STAGES
+from pipeline.text_files import bom_encoding, decode_text
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ sizes. Shared by the shard stage, `pipeline shuffle` and readers; decides nothin
 
 from __future__ import annotations
 
-import os
 import struct
 import zipfile
 from pathlib import Path
@@ -96,20 +95,13 @@ def _write_npy(fp: Any, arr: np.ndarray) -> None:
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Uncompressed .npz (members memory-mappable, loadable by np.load), written to a temp name
     then renamed. Deterministic bytes: fixed member dates (1980), members in dict order."""
-    path = Path(path)
-    from pipeline.io import crash_point, temp_path  # the writer's side: the loader never loads io
+    from pipeline.io import atomic_path  # the writer's side: the loader never loads io
 
-    tmp = temp_path(path)
-    crash_point(f"before writing {path.name}")
-    try:
-        with open(tmp, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
             for key, arr in arrays.items():
                 with zf.open(f"{key}.npy", "w", force_zip64=True) as fid:
                     _write_npy(fid, arr)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def shard_sizes(num_samples: int, shard_size: int) -> list[int]:
@@ -120,3 +112,41 @@ def shard_sizes(num_samples: int, shard_size: int) -> list[int]:
 
 def shard_name(index: int) -> str:
     return f"shard_{index:06d}.npz"
+
+
+# ---------------------------------------------------------------- metadata.json
+
+# what every metadata.json beside shards holds (the shard stage's and `pipeline shuffle`'s);
+# readers (pipeline.loader) rely on these; writers add their own provenance keys
+METADATA_KEYS = (
+    "num_samples",
+    "dtype",
+    "fields",
+    "field_dtypes",
+    "shard_size",
+    "num_shards",
+    "shard_sizes",
+    "pre_shuffled",
+    "seed",
+    "permutation_seed",
+    "shards",
+    "version",
+)
+
+
+def shard_entry(file: str, num_samples: int, sha256: str) -> dict[str, Any]:
+    """One element of metadata.json's `shards` list."""
+    return {"file": file, "num_samples": num_samples, "sha256": sha256}
+
+
+def write_metadata(folder: Path, meta: dict[str, Any]) -> None:
+    """Write `folder`/metadata.json atomically: the one writer of the file. `meta` must hold
+    METADATA_KEYS, consistent with its shards list (an internal invariant of both writers)."""
+    from pipeline.io import atomic_write_json  # the writer's side: the loader never loads io
+
+    missing = [k for k in METADATA_KEYS if k not in meta]
+    assert not missing, f"metadata.json without {missing}"
+    assert meta["num_shards"] == len(meta["shards"]) == len(meta["shard_sizes"])
+    assert meta["shard_sizes"] == [s["num_samples"] for s in meta["shards"]]
+    assert meta["num_samples"] == sum(meta["shard_sizes"])
+    atomic_write_json(Path(folder) / METADATA_NAME, meta)

@@ -195,9 +195,9 @@ def test_quantile_arithmetic_is_numpys_for_every_small_size():
 
 def test_self_reference_rows_equal_the_one_permutation_rule(monkeypatch):
     """In-place shuffle + chunked sums choose the rows the global permutation + cumsum did."""
-    from pipeline.stages.quality import lm as lmstage
+    from pipeline.stages.quality import lm
 
-    monkeypatch.setattr(lmstage, "REF_CHUNK", 7)
+    monkeypatch.setattr(lm, "REF_CHUNK", 7)
     rng = np.random.default_rng(8)
     for n in (0, 1, 5, 40, 300):
         heur, scorable = rng.random(n), rng.random(n) > 0.2
@@ -207,7 +207,7 @@ def test_self_reference_rows_equal_the_one_permutation_rule(monkeypatch):
             order = idx[np.random.default_rng(4).permutation(len(idx))]
             take = int(np.searchsorted(np.cumsum(chars[order]), budget, side="left")) + 1
             want = np.sort(order[:take])
-            got = lmstage.self_reference_rows(heur, scorable, chars, 0.3, budget, 4)
+            got = lm.self_reference_rows(heur, scorable, chars, 0.3, budget, 4)
             assert np.array_equal(got, want), (n, budget)
 
 
@@ -215,9 +215,9 @@ def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_p
     """Above SELF_EXACT_MAX_DOCS the sample is the eligible rows in seeded-hash order until
     the budget, drawn from per-part candidates: the same rows as that rule over global
     arrays, whatever the part boundaries."""
-    from pipeline.stages.quality import lm as lmstage
+    from pipeline.stages.quality import lm
 
-    monkeypatch.setattr(lmstage, "SAMPLE_BATCH", 2)  # the running prefix over several batches
+    monkeypatch.setattr(lm, "SAMPLE_BATCH", 2)  # the running prefix over several batches
     rng = np.random.default_rng(12)
     n = 400
     heur, scorable = rng.random(n), rng.random(n) > 0.2
@@ -227,7 +227,7 @@ def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_p
         rows = np.flatnonzero(scorable & (heur_lm >= 0.4))
         seed_mix = splitmix64(np.array([3], np.uint64))[0]
         prio = splitmix64(rows.astype(np.uint64) ^ seed_mix)
-        want = np.sort(lmstage._budget_prefix(prio, rows, chars[rows], budget)[1])
+        want = np.sort(lm._budget_prefix(prio, rows, chars[rows], budget)[1])
         assert len(want) and int(chars[want].sum()) >= min(budget, int(chars[rows].sum()))
         for parts in (1, 3, 11):
             folder = tmp_path / f"b{budget}-p{parts}"
@@ -244,5 +244,5 @@ def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_p
                     unspaced=unspaced[s],
                     chars=chars[s],
                 )
-            got = lmstage.hashed_reference_rows(_Inline(), folder, bounds, 0.4, budget, 3)
+            got = lm.hashed_reference_rows(_Inline(), folder, bounds, 0.4, budget, 3)
             assert np.array_equal(got, want), (budget, parts)

@@ -12,11 +12,11 @@ import pytest
 from helpers import run_stages
 from http_server import LocalServer
 from pipeline.errors import DataError, PipelineError
+from pipeline.fetch import cache_dir, fetch
 from pipeline.manifest import Manifest
 from pipeline.parts import read_table
 from pipeline.sources import builtin
 from pipeline.sources.builtin import BUILTINS, RemoteFile, probe
-from pipeline.sources.http import cache_dir, fetch
 
 STORIES = (
     "Once upon a time there was a cat.\nIt was happy.\n<|endoftext|>\n\nTom ran fast.\n"

@@ -553,11 +553,11 @@ def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
 def test_self_reference_above_the_exact_cap_is_drawn_per_part(tmp_path, monkeypatch):
     """A corpus above SELF_EXACT_MAX_DOCS draws its `self` reference in hash order from the
     parts (bounded driver): the LM still trains, and 1 or 2 workers write the same bytes."""
-    from pipeline.stages.quality import lm as lmstage
+    from pipeline.stages.quality import lm
 
     src, _ = _mixed(tmp_path)
     stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
-    monkeypatch.setattr(lmstage, "SELF_EXACT_MAX_DOCS", 0)
+    monkeypatch.setattr(lm, "SELF_EXACT_MAX_DOCS", 0)
     for w in (1, 2):
         run_stages(tmp_path / f"w{w}", stages, workers=w)
     stats = _report(tmp_path / "w1")

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import atomic_write_json, read_json_file
+from pipeline.io import atomic_write_json
+from pipeline.text_files import read_json_file
 
 REPORT_NAME = "pipeline_report.json"
 log = logging.getLogger("pipeline")

@@ -106,7 +106,7 @@ MOVED_MODULES = {
     "pipeline.quality.writepart": "pipeline.stages.quality.write",
     "pipeline.quality.partcols": "pipeline.stages.quality.partcols",
     "pipeline.stages.download_split": "pipeline.stages.download.split",
-    "pipeline.stages.shard_bounded": "pipeline.stages.shard.bounded_memory",
+    "pipeline.stages.shard_bounded": "pipeline.stages.shard.bounded",
 }
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError, PipelineError
+from pipeline.fetch import Unreachable, cache_dir, fetch, head_size
 from pipeline.sources.files import split_on_line
-from pipeline.sources.http import Unreachable, cache_dir, fetch, head_size
 from pipeline.sources.records import Record
 
 OFFLINE_HINT = (

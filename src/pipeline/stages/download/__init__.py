@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import bounded, input_path, setting
+from pipeline.config import bounded, input_path, option, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import part_name, write_table
 from pipeline.progress import Progress
@@ -32,20 +32,36 @@ MAX_EXAMPLES = 5
 
 @dataclass(frozen=True)
 class DownloadConfig:
-    source: str = "tinystories"  # a registered source (`pipeline datasets`): corpus, jsonl, toy...
-    path: str | None = input_path()  # jsonl/parquet/text: a file, a folder or a glob
-    text_field: str = "text"  # jsonl/parquet/hf: the field holding the document text
-    id_field: str | None = "id"  # jsonl/parquet/hf: id field; absent ids become file:line (hf: row)
-    hf_path: str | None = None  # hf: hub name (org/name), local data folder or save_to_disk folder
-    hf_name: str | None = None  # hf: the dataset's config name (load_dataset's `name`)
-    split: str = "train"  # hf: the split to read (load_dataset slicing like 'train[:1%]' works)
-    streaming: bool = False  # hf: stream rows (nothing prepared in the cache; stops at max_docs)
-    revision: str | None = None  # hf: hub branch, tag or commit; null: the default branch
-    separator: str | None = None  # text: split files on lines equal to this; null: 1 doc/file
-    max_docs: int | None = bounded(None, ge=1)  # stop after this many documents (toy: how many)
-    docs_per_part: int = bounded(5000, ge=1)  # documents per Parquet part (the unit of parallelism)
-    max_malformed_fraction: float = bounded(0.05, ge=0.0, le=1.0)  # stop the run above this share
-    toy_junk_fraction: float = bounded(0.15, ge=0.0, le=1.0)  # toy: share of junk documents
+    source: str = option(
+        "tinystories", "a registered source (`pipeline datasets`): corpus, jsonl, toy..."
+    )
+    path: str | None = input_path(doc="jsonl/parquet/text: a file, a folder or a glob")
+    text_field: str = option("text", "jsonl/parquet/hf: the field holding the document text")
+    id_field: str | None = option(
+        "id", "jsonl/parquet/hf: id field; absent ids become file:line (hf: row)"
+    )
+    hf_path: str | None = option(
+        None, "hf: hub name (org/name), local data folder or save_to_disk folder"
+    )
+    hf_name: str | None = option(None, "hf: the dataset's config name (load_dataset's `name`)")
+    split: str = option(
+        "train", "hf: the split to read (load_dataset slicing like 'train[:1%]' works)"
+    )
+    streaming: bool = option(
+        False, "hf: stream rows (nothing prepared in the cache; stops at max_docs)"
+    )
+    revision: str | None = option(None, "hf: hub branch, tag or commit; null: the default branch")
+    separator: str | None = option(
+        None, "text: split files on lines equal to this; null: 1 doc/file"
+    )
+    max_docs: int | None = bounded(None, ge=1, doc="stop after this many documents (toy: how many)")
+    docs_per_part: int = bounded(
+        5000, ge=1, doc="documents per Parquet part (the unit of parallelism)"
+    )
+    max_malformed_fraction: float = bounded(
+        0.05, ge=0.0, le=1.0, doc="stop the run above this share"
+    )
+    toy_junk_fraction: float = bounded(0.15, ge=0.0, le=1.0, doc="toy: share of junk documents")
 
     def validate(self, path: str) -> None:
         if self.source not in SOURCES:

@@ -13,18 +13,60 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.errors import DataError
+from pipeline.io import atomic_write_bytes
 from pipeline.parts import read_table
 from pipeline.quality import pseudo, select
-from pipeline.quality.features import STAT_NAMES
+from pipeline.quality.features import HASH_SEED, STAT_NAMES, hashed_features, stats_matrix
 from pipeline.quality.logreg import Model, load_model
-from pipeline.quality.sgd import SgdParams
-from pipeline.quality.train import featurise, fit_classifier, read_seed_set, write_texts
+from pipeline.quality.sgd import Rows, SgdParams, decode_rows, encode_rows, summarise
+from pipeline.quality.train import fit_classifier, parse_seed_set
 from pipeline.stage import StageContext
+from pipeline.text_files import read_text_file
 
 if TYPE_CHECKING:
     from pipeline.stages.quality.config import QualityConfig
 
 CLASSIFIER_FEATS_DIR = "classifier-features"  # temporary: per-part training rows
+
+
+def read_seed_set(path: str) -> tuple[list[str], np.ndarray]:
+    """Texts and labels of the JSONL seed set at `path` (small: read whole, BOM-aware)."""
+    return parse_seed_set(read_text_file(Path(path), "seed set"), path)
+
+
+def write_rows(path: Path, rows: Rows) -> dict:
+    """Save `rows` as a feature file (atomically); returns its summary (sgd.summarise)."""
+    atomic_write_bytes(path, encode_rows(rows))
+    return {"path": str(path), **summarise(rows)}
+
+
+def read_rows(path: str | Path) -> Rows:
+    return decode_rows(Path(path).read_bytes())
+
+
+def featurise(item: tuple, dims: int, max_chars: int) -> dict:
+    """Task: features and statistics of the given local rows of one or more parts, written
+    with their labels and holdout flags to one feature file; returns its summary
+    (write_rows). item = ([(part path, local rows int64 [m], labels int8 [m], holdout
+    bool [m]), ...], output path)."""
+    sources, out = item
+    texts: list[str] = []
+    for path, rows, _, _ in sources:
+        col = read_table(path, columns=["text"]).column("text").to_pylist()
+        texts += [col[i] for i in rows]
+    y = np.concatenate([src[2] for src in sources]).astype(np.int8)
+    holdout = np.concatenate([src[3] for src in sources]).astype(bool)
+    return write_texts(Path(out), texts, y, holdout, dims, max_chars)
+
+
+def write_texts(
+    out: Path, texts: list[str], y: np.ndarray, holdout: np.ndarray, dims: int, max_chars: int
+) -> dict:
+    """Featurise `texts` into the feature file `out`; its summary also counts the characters
+    read (the sample's size against train_max_chars)."""
+    X = hashed_features(texts, dims, HASH_SEED, max_chars)
+    summary = write_rows(out, Rows(X, stats_matrix(texts, max_chars), y, holdout))
+    return {**summary, "chars": sum(min(len(t), max_chars) for t in texts)}
 
 
 def train_or_load(
@@ -103,7 +145,7 @@ def _train(
     params = SgdParams(
         cfg.l2, cfg.epochs, cfg.min_steps, cfg.batch_size, cfg.learning_rate, ctx.seed
     )
-    model, info = fit_classifier(summaries + seed_file, pl, params, dims, cfg.max_chars)
+    model, info = fit_classifier(summaries + seed_file, pl, params, dims, cfg.max_chars, read_rows)
     return model, {**info, **counts}
 
 
@@ -117,7 +159,7 @@ def _labelled_extras(
     files: list[dict] = []
     counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
     if cfg.seed_set_path:  # a labelled seed set is small: featurised here
-        texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
+        texts, y = read_seed_set(cfg.seed_set_path)
         no = np.zeros(len(y), bool)
         files.append(write_texts(feats / "seed.npz", texts, y, no, dims, cfg.max_chars))
         counts["seed_set_docs"] = len(texts)

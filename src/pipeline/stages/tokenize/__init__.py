@@ -9,11 +9,12 @@ writes: AutoTokenizer.from_pretrained loads it) and `meta.json`. Empty documents
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -23,17 +24,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config import bounded, setting
+from pipeline.config import bounded, option, setting
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_json, save_npy
+from pipeline.io import atomic_write_bytes, atomic_write_json, save_npy
 from pipeline.parts import part_name, read_table, write_rejected, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
+from pipeline.stages.tokenize.wordcounts import load_counts, save_counts, tree_reduce
 from pipeline.tokenizer import hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
 from pipeline.tokenizer.train import train_bpe
-from pipeline.tokenizer.wordcounts import load_counts, save_counts, tree_reduce
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
 HF_TOKENIZER_DIR = "hf_tokenizer"  # AutoTokenizer.from_pretrained(<run>/tokenize/hf_tokenizer)
@@ -43,14 +44,20 @@ DOC_TOKEN_EDGES = np.array([0] + [2**k for k in range(3, 21)], np.int64)
 
 @dataclass(frozen=True)
 class TokenizeConfig:
-    vocab_size: int = bounded(8192, ge=257, le=1 << 32)  # tokens in all: 256 bytes+merges+specials
-    min_frequency: int = bounded(2, ge=1)  # a pair seen fewer times in training is not merged
-    tokenizer_path: str | None = None  # a tokenizer.json to use instead of training one
-    max_train_docs: int | None = bounded(None, ge=1)  # train on at most this many docs (part order)
-    max_train_bytes: int | None = bounded(200_000_000, ge=1)  # and at most this much UTF-8 text
-    heldout_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # docs kept out of training (seeded)
-    max_word_bytes: int = bounded(256, ge=2)  # training: longer pieces are cut into such chunks
-    special_tokens: list[str] = field(default_factory=lambda: list(DEFAULT_SPECIALS))  # one id each
+    vocab_size: int = bounded(
+        8192, ge=257, le=1 << 32, doc="tokens in all: 256 bytes+merges+specials"
+    )
+    min_frequency: int = bounded(2, ge=1, doc="a pair seen fewer times in training is not merged")
+    tokenizer_path: str | None = option(None, "a tokenizer.json to use instead of training one")
+    max_train_docs: int | None = bounded(
+        None, ge=1, doc="train on at most this many docs (part order)"
+    )
+    max_train_bytes: int | None = bounded(200_000_000, ge=1, doc="and at most this much UTF-8 text")
+    heldout_fraction: float = bounded(
+        0.01, ge=0.0, lt=1.0, doc="docs kept out of training (seeded)"
+    )
+    max_word_bytes: int = bounded(256, ge=2, doc="training: longer pieces are cut into such chunks")
+    special_tokens: list[str] = option(factory=lambda: list(DEFAULT_SPECIALS), doc="one id each")
 
     def validate(self, path: str) -> None:
         specials = self.special_tokens
@@ -332,6 +339,17 @@ def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
+def _save_tokenizer(tok: Tokenizer, out_dir: Path) -> tuple[str, list[str]]:
+    """tokenizer.json and the save_pretrained folder (each file atomically); returns the
+    tokenizer fingerprint (sha256 of tokenizer.json) and the folder's files."""
+    data = hf.dumps(tok)
+    atomic_write_bytes(out_dir / "tokenizer.json", data)
+    files = hf.pretrained_files(tok, data)
+    for name, body in files.items():
+        atomic_write_bytes(out_dir / HF_TOKENIZER_DIR / name, body)
+    return hashlib.sha256(data).hexdigest(), [f"{HF_TOKENIZER_DIR}/{n}" for n in files]
+
+
 def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     parts = [p for p in ctx.input_parts if p.name.endswith(".parquet")]
     if not parts:
@@ -350,10 +368,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         quotas, stats = [0] * len(parts), setting(cfg, "tokenizer_path")
     else:
         tok, quotas, stats = _train(cfg, ctx, parts)
-    sha = hf.save(tok, ctx.out_dir / "tokenizer.json")
-    pretrained = [
-        f"{HF_TOKENIZER_DIR}/{n}" for n in hf.save_pretrained(tok, ctx.out_dir / HF_TOKENIZER_DIR)
-    ]
+    sha, pretrained = _save_tokenizer(tok, ctx.out_dir)
     dtype = "uint16" if tok.vocab_size <= 65536 else "uint32"  # uint16 holds ids < 65536
     fn = partial(
         encode_part,

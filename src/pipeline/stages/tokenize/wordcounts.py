@@ -1,4 +1,5 @@
-"""Word (piece) counts as Parquet files, merged by a tree reduce of executor tasks.
+"""The tokenize stage's word (piece) counts as Parquet files, merged by a tree reduce of
+executor tasks (run-folder files and the executor: stage code, not tokenizer/).
 
 Each part's {piece: count} table is written by its own task; tasks then merge `fan_in` files
 at a time (pyarrow group-by, no Python dict) until one file is left, which the driver reads
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.io import PARQUET_KW, temp_path
+from pipeline.io import PARQUET_KW, atomic_path
 
 SCHEMA = pa.schema([("piece", pa.binary()), ("count", pa.int64())])
 FAN_IN = 8  # files merged per task: memory of a merge task ~ FAN_IN tables
@@ -69,7 +70,5 @@ def tree_reduce(executor: Mapper, paths: list[str], folder: Path, desc: str) -> 
 
 
 def _write(path: Path, table: pa.Table) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    pq.write_table(table, tmp, **PARQUET_KW)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **PARQUET_KW)

@@ -1,4 +1,6 @@
-"""Resumable HTTP downloads into a cache folder.
+"""Resumable HTTP downloads into a cache folder (outside any run folder). Top level, not in
+sources/: it writes (the cache, its records), and sources/ only reads; the builtin corpora
+(sources/builtin.py) fetch through it.
 
 A file streams into `<name>.part`; an interrupted download resumes with an HTTP Range request;
 the finished file is checked by size (and sha256 where known) and only then renamed into place.
@@ -19,7 +21,8 @@ import urllib.request
 from pathlib import Path
 
 from pipeline.errors import DataError, PipelineError, short
-from pipeline.io import atomic_write_json, sha256_file
+from pipeline.hashing import sha256_file
+from pipeline.io import atomic_write_json
 from pipeline.progress import Progress
 
 CHUNK_BYTES = 1 << 20
