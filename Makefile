@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,torch,ray,hf]'
+	$(PY) -m pip install -q -e '.[dev,torch,ray,hf,remote]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

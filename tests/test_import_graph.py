@@ -162,3 +162,13 @@ def test_import_pipeline_loader_loads_numpy_and_the_shard_format_only():
     for banned in ("pipeline.stage", "pipeline.executor", "pipeline.io", "pipeline.parts"):
         assert banned not in loaded
     assert not {m for m in loaded if m.startswith(("pipeline.run", "pipeline.stages"))}
+
+
+def test_hypothesis_writes_nothing_into_the_tree():
+    """tests/conftest.py: no example database, hypothesis's caches (.hypothesis/) in the temp dir."""
+    from hypothesis import settings
+    from hypothesis.configuration import storage_directory
+
+    assert settings.default.database is None
+    home = storage_directory("constants", intent_to_write=False).home_directory
+    assert not Path(home).resolve().is_relative_to(SRC.parent.resolve())

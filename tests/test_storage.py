@@ -72,6 +72,7 @@ def test_file_url_run_equals_local_run(tmp_path, local_run, workers):
 
 def test_memory_url_run_equals_local_run(local_run):
     """memory:// lives in this process only: workers=1 (everything runs here)."""
+    pytest.importorskip("fsspec")  # the `remote` extra: pyarrow has no memory:// filesystem
     url = "memory://pipeline-test/run"
     fs, root = open_fs(url)
     try:

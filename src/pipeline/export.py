@@ -192,7 +192,12 @@ def _write_arrow(tables: Iterator[pa.Table], path: Path, bar: Progress) -> int:
 
 
 def _write_hf(splits: dict[str, Iterator[pa.Table]], out: Path, bar: Progress, dict_: bool) -> dict:
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise PipelineError(
+            "--to hf needs the `datasets` package (the `hf` extra): pip install -e '.[hf]'"
+        ) from None
 
     if not bar.enabled:
         datasets.disable_progress_bars()

@@ -71,6 +71,7 @@ def test_global_order_touches_more_shards(shards):
 
 
 def test_augment_preset_and_workers(shards, tmp_path):
+    pytest.importorskip("torch")  # workers=2: a torch DataLoader
     r = run_bench(
         BenchConfig(
             str(shards), preset="augment", order="sequential", batch_size=8, steps=20, workers=2

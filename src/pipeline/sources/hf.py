@@ -10,6 +10,7 @@ HF_HUB_OFFLINE, HF_TOKEN). A null or non-string text is yielded as `Malformed`, 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,11 @@ def check_config(path: str, hf_path: str | None, split: str, streaming: bool = F
         raise RecipeError(f"{path}.hf_path", f"no file or folder {hf_path!r}")
     if not split:
         raise RecipeError(f"{path}.split", "must name a split, e.g. 'train'")
+    if importlib.util.find_spec("datasets") is None:
+        raise RecipeError(
+            f"{path}.source",
+            "'hf' needs the `datasets` package (the `hf` extra): pip install -e '.[hf]'",
+        )
     if streaming and "[" in split:
         raise RecipeError(
             f"{path}.split",
