@@ -165,7 +165,7 @@ def test_import_pipeline_loader_loads_numpy_and_the_shard_format_only():
 
 
 def test_hypothesis_writes_nothing_into_the_tree():
-    """tests/conftest.py: no example database, hypothesis's caches (.hypothesis/) in the temp dir."""
+    """tests/conftest.py: no example database; caches (.hypothesis/) in the temp dir."""
     from hypothesis import settings
     from hypothesis.configuration import storage_directory
 
