@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,19 +45,35 @@ def read_rows(path: str | Path) -> Rows:
     return decode_rows(Path(path).read_bytes())
 
 
-def featurise(item: tuple, dims: int, max_chars: int) -> dict:
+@dataclass(frozen=True)
+class FeatureSource:
+    """Labelled local rows of one part."""
+
+    path: Path  # the part
+    rows: np.ndarray  # int64 [m]: local rows
+    labels: np.ndarray  # int8 [m]: 1 good, 0 bad
+    holdout: np.ndarray  # bool [m]: held out of training
+
+
+@dataclass(frozen=True)
+class FeatureJob:
+    """Task argument of featurise: the rows of one feature file."""
+
+    sources: tuple[FeatureSource, ...]
+    out: Path  # the feature file
+
+
+def featurise(job: FeatureJob, dims: int, max_chars: int) -> dict:
     """Task: features and statistics of the given local rows of one or more parts, written
     with their labels and holdout flags to one feature file; returns its summary
-    (write_rows). item = ([(part path, local rows int64 [m], labels int8 [m], holdout
-    bool [m]), ...], output path)."""
-    sources, out = item
+    (write_rows)."""
     texts: list[str] = []
-    for path, rows, _, _ in sources:
-        col = read_table(path, columns=["text"]).column("text").to_pylist()
-        texts += [col[i] for i in rows]
-    y = np.concatenate([src[2] for src in sources]).astype(np.int8)
-    holdout = np.concatenate([src[3] for src in sources]).astype(bool)
-    return write_texts(Path(out), texts, y, holdout, dims, max_chars)
+    for src in job.sources:
+        col = read_table(src.path, columns=["text"]).column("text").to_pylist()
+        texts += [col[i] for i in src.rows]
+    y = np.concatenate([src.labels for src in job.sources]).astype(np.int8)
+    holdout = np.concatenate([src.holdout for src in job.sources]).astype(bool)
+    return write_texts(Path(job.out), texts, y, holdout, dims, max_chars)
 
 
 def write_texts(
@@ -129,7 +146,7 @@ def _train(
     for i, p in enumerate(ctx.input_parts):
         m = part_of == i
         if m.any():
-            labelled.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m]))
+            labelled.append(FeatureSource(p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m]))
     # file k holds pseudo-labelled part k and rejected part k: mini-batches see both classes
     # (a file of rejects alone would make every step of it a step towards "bad")
     items = []
@@ -137,8 +154,8 @@ def _train(
         sources = labelled[k : k + 1]
         for p, rows in rejects[k : k + 1]:
             no = np.zeros(len(rows), bool)
-            sources.append((p, rows, no.astype(np.int8), no))
-        items.append((sources, feats / f"part-{k:05d}.npz"))
+            sources.append(FeatureSource(p, rows, no.astype(np.int8), no))
+        items.append(FeatureJob(tuple(sources), feats / f"part-{k:05d}.npz"))
     dims = 1 << cfg.hash_bits
     fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
     summaries = ctx.executor.map(fn, items, desc="quality features") if items else []

@@ -52,8 +52,45 @@ class LMResult:
     is_self: bool = False
 
 
-def _read_rows(item: tuple[Path, np.ndarray]) -> list[str]:
-    path, rows = item
+@dataclass(frozen=True)
+class RowsJob:
+    """Task argument: these local rows of one part."""
+
+    path: Path  # the part
+    rows: np.ndarray  # int64 [m]: local row indices, ascending
+
+
+@dataclass(frozen=True)
+class SampleJob:
+    """Task argument: one part of the hashed self-reference sample."""
+
+    part: int  # part number (its partcols files)
+    first: int  # global row of the part's first row
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """Task argument of score_part: one part to score with the LM."""
+
+    path: Path  # the part
+    first: int  # global row of its first row
+    ref_rows: np.ndarray  # int64 [r]: its local rows that are reference documents
+    feats_file: Path  # where its LM features go (the coherence pass reads them back)
+    folder: Path  # the partcols folder
+    part: int  # part number
+
+
+@dataclass(frozen=True)
+class CoherenceJob:
+    """Task argument of the coherence pass: one part's saved LM features."""
+
+    feats_file: Path
+    folder: Path  # the partcols folder
+    part: int
+
+
+def _read_rows(job: RowsJob) -> list[str]:
+    path, rows = job.path, job.rows
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     return [texts[i] for i in rows]
 
@@ -94,11 +131,11 @@ def _budget_prefix(prio: np.ndarray, rows: np.ndarray, chars: np.ndarray, max_ch
 
 
 def hashed_sample_part(
-    item: tuple[int, int], folder: Path, min_heuristic: float, max_chars: int, seed: int
+    job: SampleJob, folder: Path, min_heuristic: float, max_chars: int, seed: int
 ) -> tuple:
     """One part's eligible rows in hash order, up to the budget (the global sample's
     candidates from this part: the global prefix never needs more)."""
-    part, first = item
+    part, first = job.part, job.first
     cols = partcols.load(folder, part)
     heur_lm = np.where(cols["unspaced"], 1.0, cols["heuristic"])
     local = np.flatnonzero(cols["scorable"] & (heur_lm >= min_heuristic))
@@ -128,7 +165,7 @@ def hashed_reference_rows(
         max_chars=max_chars,
         seed=seed,
     )
-    items = [(i, int(offsets[i])) for i in range(len(offsets) - 1)]
+    items = [SampleJob(i, int(offsets[i])) for i in range(len(offsets) - 1)]
     best = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     for lo in range(0, len(items), SAMPLE_BATCH):  # a running prefix: bounded, not O(parts)
         got = executor.map(fn, items[lo : lo + SAMPLE_BATCH], desc="quality reference sample")
@@ -180,7 +217,7 @@ def fit_reference(
                 ctx.seed,
             )
         part_of = np.searchsorted(offsets, rows, side="right") - 1
-        items = [(p, rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
+        items = [RowsJob(p, rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
         texts = [
             t
             for chunk in ctx.executor.map(_read_rows, items, desc="quality reference")
@@ -216,14 +253,14 @@ def fit_coherence(
     return lm.scorer.classifiers
 
 
-def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
-    """LM columns of every row of one part. `item` = (part, global row of its first row, local
-    rows of reference documents, file for the features, partcols folder, part number);
-    `scorer` is the scorer itself (inline) or the file a worker process loads it from (once
-    per process). The features go to the file (the coherence pass reads them back), the
-    perplexity, context gain and script to the part's `lm` columns; the driver gets the
-    reference rows' features (the coherence classifiers train on them) and counts."""
-    path, first, ref_rows, feats_file, folder, part = item
+def score_part(job: ScoreJob, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
+    """LM columns of every row of one part (`job`); `scorer` is the scorer itself (inline) or
+    the file a worker process loads it from (once per process). The features go to the file
+    (the coherence pass reads them back), the perplexity, context gain and script to the
+    part's `lm` columns; the driver gets the reference rows' features (the coherence
+    classifiers train on them) and counts."""
+    path, first, ref_rows = job.path, job.first, job.ref_rows
+    feats_file, folder, part = job.feats_file, job.folder, job.part
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     if isinstance(scorer, Path):
         scorer = load_scorer(scorer)
@@ -247,8 +284,8 @@ def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str
     }
 
 
-def _coherence_part(item: tuple[Path, Path, int], classifiers: dict) -> int:
-    feats_file, folder, part = item
+def _coherence_part(job: CoherenceJob, classifiers: dict) -> int:
+    feats_file, folder, part = job.feats_file, job.folder, job.part
     script = partcols.load(folder, part)["script"]
     coh = coherence_of(classifiers, np.load(feats_file, allow_pickle=False), script)
     partcols.save(folder, part, "coh", coherence=coh)
@@ -270,7 +307,7 @@ def score_all(
     ref = lm.reference.rows if lm.is_self else np.zeros(0, np.int64)
     part_of = np.searchsorted(offsets, ref, side="right") - 1
     items = [
-        (
+        ScoreJob(
             p,
             int(offsets[i]),
             ref[part_of == i] - offsets[i],
@@ -294,7 +331,9 @@ def score_all(
         del ref_feats
         fn2 = functools.partial(_coherence_part, classifiers=classifiers)
         ctx.executor.map(
-            fn2, [(it[3], folder, i) for i, it in enumerate(items)], desc="quality coherence"
+            fn2,
+            [CoherenceJob(it.feats_file, folder, it.part) for it in items],
+            desc="quality coherence",
         )
     finally:
         if tmp is not None:
