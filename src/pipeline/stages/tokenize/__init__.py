@@ -131,12 +131,28 @@ def part_train_totals(path: Path, seed: int, fraction: float) -> tuple[int, int]
     return len(sizes), int(sizes.sum())
 
 
-def part_docs_within(item: tuple[str, int], seed: int, fraction: float) -> int:
+@dataclass(frozen=True)
+class BudgetJob:
+    """Task argument of part_docs_within: the part where the byte cap falls."""
+
+    path: str  # the part
+    budget: int  # bytes left under max_train_bytes
+
+
+@dataclass(frozen=True)
+class PartJob:
+    """Task argument of the word-count and encode tasks: one part and its training quota."""
+
+    index: int  # part number
+    path: str  # the part
+    quota: int  # its first `quota` trainable documents train the tokenizer
+
+
+def part_docs_within(job: BudgetJob, seed: int, fraction: float) -> int:
     """Trainable documents of one part whose running byte total stays <= budget (the part
     where the quota's byte cap falls)."""
-    path, budget = item
-    sizes = part_train_sizes(Path(path), seed, fraction)
-    return int(np.searchsorted(np.cumsum(sizes), budget, side="right"))
+    sizes = part_train_sizes(Path(job.path), seed, fraction)
+    return int(np.searchsorted(np.cumsum(sizes), job.budget, side="right"))
 
 
 def quota_from_totals(
@@ -173,10 +189,9 @@ def _text_bytes(table: pa.Table) -> np.ndarray:
 
 
 def part_word_counts(
-    item: tuple[str, int], seed: int, fraction: float, specials: tuple[str, ...]
+    path: str, quota: int, seed: int, fraction: float, specials: tuple[str, ...]
 ) -> Counter[str]:
     """Piece counts over the first `quota` trainable documents of one part."""
-    path, quota = item
     if quota == 0:
         return Counter()
     table, _, trainable = _read_docs(Path(path), seed, fraction)
@@ -186,12 +201,11 @@ def part_word_counts(
 
 
 def part_word_counts_file(
-    item: tuple[int, str, int], folder: str, seed: int, fraction: float, specials: tuple[str, ...]
+    job: PartJob, folder: str, seed: int, fraction: float, specials: tuple[str, ...]
 ) -> str:
     """Executor task: one part's piece counts written to `folder`; returns the file's path."""
-    index, path, quota = item
-    out = Path(folder) / f"level0-{index:05d}.parquet"
-    save_counts(out, part_word_counts((path, quota), seed, fraction, specials))
+    out = Path(folder) / f"level0-{job.index:05d}.parquet"
+    save_counts(out, part_word_counts(job.path, job.quota, seed, fraction, specials))
     return str(out)
 
 
@@ -215,7 +229,7 @@ def _groups(rows: list[int], texts: list[str | None]) -> Iterator[list[int]]:
 
 
 def encode_part(
-    item: tuple[int, str, int],
+    job: PartJob,
     tok_path: str,
     tok_sha: str,
     out_dir: str,
@@ -224,7 +238,7 @@ def encode_part(
     dtype: str,
 ) -> dict[str, Any]:
     """Encode one part (EOS after each doc); write its tokens, docs and rejected files."""
-    index, path, quota = item
+    index, path, quota = job.index, job.path, job.quota
     tok = _load_tokenizer(tok_path, tok_sha)
     table, empty, trainable = _read_docs(Path(path), seed, fraction)
     n = table.num_rows
@@ -285,11 +299,11 @@ def _train(
 
     def docs_within(i: int, budget: int) -> int:
         fn = partial(part_docs_within, **seeded)
-        return ctx.executor.map(fn, [(str(parts[i]), budget)], desc="tokenize: quota")[0]
+        return ctx.executor.map(fn, [BudgetJob(str(parts[i]), budget)], desc="tokenize: quota")[0]
 
     quotas = quota_from_totals(totals, cfg.max_train_docs, cfg.max_train_bytes, docs_within)
     # per-part counts go to files and are merged by a tree of tasks (wordcounts.tree_reduce)
-    items = [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))]
+    items = [PartJob(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))]
     folder = ctx.out_dir / ".wordcounts"
     fn = partial(
         part_word_counts_file,
@@ -382,7 +396,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     t0 = time.perf_counter()
     results = ctx.executor.map(
         fn,
-        [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))],
+        [PartJob(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))],
         desc="tokenize: encode",
     )
     wall = time.perf_counter() - t0

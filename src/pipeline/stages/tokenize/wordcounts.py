@@ -11,6 +11,7 @@ sorts its words, so the result is the same for any grouping, worker count or exe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,10 +44,18 @@ def load_counts(path: Path) -> dict[str, int]:
     return {p.decode("utf-8", "surrogatepass"): c for p, c in zip(pieces, counts, strict=True)}
 
 
-def merge_files(job: tuple[str, list[str]]) -> str:
-    """Executor task: sum the counts of `paths` into `out` (inputs stay: a retry re-reads)."""
-    out, paths = job
-    table = pa.concat_tables([pq.read_table(p) for p in paths])
+@dataclass(frozen=True)
+class MergeJob:
+    """Task argument of merge_files."""
+
+    out: str  # the merged count file
+    paths: tuple[str, ...]  # count files to sum (kept: a retry re-reads them)
+
+
+def merge_files(job: MergeJob) -> str:
+    """Executor task: sum the counts of `job.paths` into `job.out`."""
+    out = job.out
+    table = pa.concat_tables([pq.read_table(p) for p in job.paths])
     merged = table.group_by("piece").aggregate([("count", "sum")])
     merged = merged.rename_columns(["piece", "count"]).select(["piece", "count"])
     _write(Path(out), merged.cast(SCHEMA))
@@ -59,7 +68,7 @@ def tree_reduce(executor: Mapper, paths: list[str], folder: Path, desc: str) -> 
     while len(paths) > 1:
         level += 1
         jobs = [
-            (str(folder / f"level{level}-{j:05d}.parquet"), paths[i : i + FAN_IN])
+            MergeJob(str(folder / f"level{level}-{j:05d}.parquet"), tuple(paths[i : i + FAN_IN]))
             for j, i in enumerate(range(0, len(paths), FAN_IN))
         ]
         merged = executor.map(merge_files, jobs, desc=f"{desc} (level {level})")
