@@ -26,7 +26,7 @@ from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
 from pipeline.config import bounded, option
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import read_table, write_kept_and_rejected
-from pipeline.stage import DocCounts, Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, PartItem, Stage, StageContext, StageResult
 
 WAVE_PARTS = 256  # parts per map call at least: their summaries are summed, then dropped
 
@@ -180,9 +180,9 @@ def _reasons(fails: np.ndarray) -> list[list[str]]:
     return [[RULE_NAMES[j] for j in np.flatnonzero(row)] for row in fails]
 
 
-def clean_part(item: tuple[int, str], cfg: CleanConfig, out_dir: str) -> dict[str, Any]:
+def clean_part(item: PartItem, cfg: CleanConfig, out_dir: str) -> dict[str, Any]:
     """Clean one input part; writes part-i (kept) and rejected/part-i (if any were dropped)."""
-    index, in_path = item
+    index, in_path = item.index, item.path
     try:
         table = read_table(Path(in_path))
     except Exception as exc:  # pyarrow raises several types for a damaged file
@@ -253,7 +253,7 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "clean needs an upstream stage with parts (download)")
     fn = functools.partial(clean_part, cfg=cfg, out_dir=str(ctx.out_dir))
-    items = [(i, str(p)) for i, p in enumerate(ctx.input_parts)]
+    items = [PartItem(i, str(p)) for i, p in enumerate(ctx.input_parts)]
     sums, outputs, counts = _Sums(), [], []
     wave = max(WAVE_PARTS, 8 * ctx.executor.workers)  # summaries held at once
     for w in range(0, len(items), wave):
