@@ -144,7 +144,7 @@ def test_real_clean_stage_resumes_with_same_bytes_and_stats(tmp_path, monkeypatc
     original = clean_stage.clean_part
 
     def crashing(item, **kw):
-        if item[0] == 3:
+        if item.index == 3:
             raise RuntimeError("simulated crash")
         return original(item, **kw)
 

@@ -133,8 +133,8 @@ def test_crash_mid_stage_on_a_url_resumes_finished_parts(tmp_path, monkeypatch, 
     original, calls = clean_stage.clean_part, []
 
     def crashing(item, **kw):
-        calls.append(item[0])
-        if item[0] == 2 and (tmp_path / "crash").exists():
+        calls.append(item.index)
+        if item.index == 2 and (tmp_path / "crash").exists():
             raise RuntimeError("simulated crash")
         return original(item, **kw)
 
