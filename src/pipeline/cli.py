@@ -37,8 +37,15 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
         choices=("local", "ray"),
         help="where per-part work runs (overrides executor.kind); ray: see docs/scale.md",
     )
-    p.add_argument("--source", help="shorthand for --set download.source=...")
-    p.add_argument("--jsonl", help="shorthand for --set download.path=... (with --source jsonl)")
+    p.add_argument(
+        "--source",
+        help="shorthand for --set download.source=...; without --config: the "
+        "built-in default recipe (`pipeline show --source S` prints it)",
+    )
+    p.add_argument("--jsonl", help="JSONL file/folder/glob: download.source=jsonl, download.path")
+    p.add_argument("--parquet", help="Parquet files: download.source=parquet, download.path")
+    p.add_argument("--text", help="text files: download.source=text, download.path")
+    p.add_argument("--hf", help="Hugging Face dataset: download.source=hf, download.hf_path")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,18 +144,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# --jsonl/--parquet/--text/--hf: the source each selects and the download field it sets
+PATH_FLAGS = {"jsonl": "path", "parquet": "path", "text": "path", "hf": "hf_path"}
+
+
+def _source_overrides(args: argparse.Namespace) -> list[str]:
+    """`--source S` and one path flag as --set overrides (the flag implies its source)."""
+    given = [(src, getattr(args, src)) for src in PATH_FLAGS if getattr(args, src, None)]
+    if len(given) > 1:
+        flags = " and ".join(f"--{src}" for src, _ in given)
+        raise PipelineError(f"{flags}: give one input (each selects its own download.source)")
+    out = []
+    if given:
+        src, value = given[0]
+        if args.source and args.source != src:
+            raise PipelineError(
+                f"--source {args.source} with --{src}: --{src} reads source {src}; "
+                f"drop --source or use --source {src}"
+            )
+        quoted = "'" + value.replace("'", "''") + "'"  # a YAML string, whatever the path holds
+        out += [f"download.source={src}", f"download.{PATH_FLAGS[src]}={quoted}"]
+    elif args.source:
+        out.append(f"download.source={args.source}")
+    return out
+
+
 def _load(args: argparse.Namespace):
     from pipeline.recipe import load_recipe, no_config_message
 
-    if args.config is None:
+    source = _source_overrides(args)
+    if args.config is None and not source:
         raise PipelineError(no_config_message(Path("recipes")))
-    overrides = list(args.set)
-    if args.source:
-        overrides.append(f"download.source={args.source}")
-    if args.jsonl:
-        if not args.source:
-            overrides.append("download.source=jsonl")
-        overrides.append(f"download.path={args.jsonl}")
+    overrides = list(args.set) + source  # without --config: the built-in default recipe
     if args.out_dir:
         overrides.append(f"out_dir={args.out_dir}")
     if args.workers is not None:
