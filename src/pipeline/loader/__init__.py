@@ -11,6 +11,7 @@ from typing import Any
 
 from pipeline.loader.dataset import ShardedTokenDataset
 from pipeline.loader.mask import make_doc_mask
+from pipeline.loader.repack import RepackingDataset
 from pipeline.loader.sampler import GlobalSampler, owner_and_local_index
 
 _LAZY = {  # name -> module: these import torch, so only when asked for
@@ -38,6 +39,7 @@ __all__ = [
     "BatchPrefetcher",
     "GlobalSampler",
     "IterableTokenShards",
+    "RepackingDataset",
     "ShardedTokenDataset",
     "StepDataset",
     "TokenLoader",
