@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,9 +25,9 @@ import pyarrow.parquet as pq
 
 from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
 from pipeline.dedup import cluster as cl
-from pipeline.dedup import exact, files, reduce
+from pipeline.dedup import exact, files, measure, reduce
 from pipeline.dedup.lsh import band_bucket_rows, band_mult, optimal_bands, sig_name
-from pipeline.dedup.minhash import minhash_texts
+from pipeline.dedup.minhash import minhash_texts, shingle_sets
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import read_table, save_npy, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
@@ -61,6 +62,9 @@ class DedupConfig:
     seed: int | None = bounded(None, ge=0, lt=SEED_LIMIT)  # MinHash seed; None: the stage's
     batch_docs: int = bounded(250, ge=1)  # documents per numpy batch: temporaries stay cache-sized
     num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
+    # measured in the run (docs/dedup.md): exact Jaccard of a seeded sample; 0 turns one off
+    precision_sample_pairs: int = bounded(200, ge=0)  # merged pairs (dropped, kept) checked
+    recall_sample_docs: int = bounded(2000, ge=0)  # documents whose every pair is compared
 
     def validate(self, path: str) -> None:
         if (self.bands is None) != (self.rows is None):
@@ -191,6 +195,53 @@ def _part_decisions(
     return decision, cluster
 
 
+def _sample_part(
+    item: tuple[int, int, int], work_dir: str, num_buckets: int, ranges: int, seed: int, k: int
+) -> dict[str, np.ndarray]:
+    """Measurement draw, per part: its `k` near-dropped documents and `k` documents with
+    shingles of smallest seeded key (the driver keeps the global smallest: a uniform sample)."""
+    index, lo, hi = item
+    decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
+    idx = np.arange(lo, hi, dtype=np.int64)
+    near = decision == cl.NEAR_DUP
+    ok = ~np.asarray(files.load(work_dir, "empty", index))
+    keys, dropped, clusters = measure.bottom_k(
+        measure.sample_keys(idx[near], seed, 1), k, idx[near], cluster[near]
+    )
+    rkeys, docs = measure.bottom_k(measure.sample_keys(idx[ok], seed, 2), k, idx[ok])
+    return {"keys": keys, "dropped": dropped, "clusters": clusters, "rkeys": rkeys, "docs": docs}
+
+
+def _measure_payload(
+    table: pa.Table, lo: int, decision: np.ndarray, cluster: np.ndarray, want: dict[str, Any]
+) -> dict[str, Any]:
+    """Shingle sets of this part's sampled rows and of the kept members of sampled clusters,
+    plus label counts when the documents carry a duplicate `label` (toy)."""
+    t0 = time.perf_counter()
+    rows = want["rows"]
+    rows = rows[(rows >= lo) & (rows < lo + len(decision))] - lo
+    keep = decision == cl.KEEP
+    winners = np.flatnonzero(keep & np.isin(cluster, want["clusters"]))
+    take = np.union1d(rows, winners).astype(np.int64)
+    texts = table.column("text").take(pa.array(take)).to_pylist()
+    out: dict[str, Any] = {
+        "index": lo + take,
+        "cluster": cluster[take],
+        "kept": keep[take],
+        "sets": shingle_sets(texts, want["ngram"], want["seed"]) if texts else [],
+    }
+    if "label" in table.column_names:
+        labelled = np.array([measure.is_dup_label(x) for x in table.column("label").to_pylist()])
+        dropped = ~keep
+        out["labels"] = (
+            int((dropped & labelled).sum()),
+            int((dropped & ~labelled).sum()),
+            int((~dropped & labelled).sum()),
+        )
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
 def _apply_part(
     item: tuple[int, Path, int, int],
     work_dir: str,
@@ -198,12 +249,14 @@ def _apply_part(
     num_buckets: int,
     ranges: int,
     shown: np.ndarray,
+    want: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Map 2: write part `index`'s kept and rejected rows; return its counts and its rows among
-    the example documents `shown` (sorted global indices)."""
+    """Map 2: write part `index`'s kept and rejected rows; return its counts, its rows among
+    the example documents `shown` (sorted global indices) and what `want` asks to measure."""
     index, path, lo, hi = item
     decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     table = read_table(path)
+    payload = _measure_payload(table, lo, decision, cluster, want) if want else None
     for col in ("cluster", "reasons"):  # a re-run on dedup output: ours replace the old ones
         if col in table.column_names:
             table = table.drop_columns([col])
@@ -230,12 +283,82 @@ def _apply_part(
                     "text": rec["text"][:EXAMPLE_CHARS],
                 }
             )
-    return {"outputs": outputs, "counts": counts, "examples": rows}
+    return {"outputs": outputs, "counts": counts, "examples": rows, "measure": payload}
+
+
+def _draw(
+    cfg: DedupConfig, ctx: StageContext, plan: reduce.Plan, num_buckets: int, ranges: int, seed: int
+) -> dict[str, Any]:
+    """The seeded samples: near-dropped documents (precision) and documents (recall)."""
+    k = max(cfg.precision_sample_pairs, cfg.recall_sample_docs)
+    fn = functools.partial(
+        _sample_part,
+        work_dir=str(plan.work),
+        num_buckets=num_buckets,
+        ranges=ranges,
+        seed=seed,
+        k=k,
+    )
+    got = ctx.executor.map(fn, plan.ranges, desc="dedup: measure sample")
+    cat = {key: np.concatenate([g[key] for g in got]) for key in got[0]} if got else {}
+    _, dropped, clusters = measure.bottom_k(
+        cat["keys"], cfg.precision_sample_pairs, cat["dropped"], cat["clusters"]
+    )
+    _, docs = measure.bottom_k(cat["rkeys"], cfg.recall_sample_docs, cat["docs"])
+    return {
+        "dropped": dropped,
+        "dropped_clusters": clusters,
+        "docs": docs,
+        "rows": np.union1d(dropped, docs),
+        "clusters": np.unique(clusters),
+        "ngram": cfg.ngram,
+        "seed": seed,
+    }
+
+
+def _measured(cfg: DedupConfig, want: dict[str, Any], results: list[dict]) -> dict[str, Any]:
+    """Precision of the sampled merges, recall of the sampled pairs, labelled P/R/F1."""
+    sets: dict[int, np.ndarray] = {}
+    clusters: dict[int, int] = {}
+    winner: dict[int, np.ndarray] = {}  # cluster -> its kept member's shingles
+    labels = [r["measure"]["labels"] for r in results if "labels" in r["measure"]]
+    for r in results:
+        m = r["measure"]
+        for i, c, kept, s in zip(
+            m["index"].tolist(), m["cluster"].tolist(), m["kept"].tolist(), m["sets"], strict=True
+        ):
+            sets[i], clusters[i] = s, c
+            if kept and c >= 0:
+                winner[c] = s
+    dropped = [sets[i] for i in want["dropped"].tolist()]
+    kept = [winner[c] for c in want["dropped_clusters"].tolist()]
+    prec, jac = measure.precision_of_merges(dropped, kept, cfg.threshold)
+    docs = want["docs"].tolist()
+    rec = measure.recall_of_pairs(
+        [sets[i] for i in docs], np.array([clusters[i] for i in docs], np.int64), cfg.threshold
+    )
+    out = {
+        "merge_precision": prec["estimate"],
+        "merge_precision_ci95": [prec["ci95_low"], prec["ci95_high"]],
+        **setting(cfg, "precision_sample_pairs", "merge_precision_sample", value=prec["sample"]),
+        "merge_jaccard_min": round(float(jac.min()), 4) if len(jac) else None,
+        "pair_recall": rec["estimate"],
+        "pair_recall_ci95": [rec["ci95_low"], rec["ci95_high"]],
+        "pair_recall_pairs": rec["sample"],
+        **setting(cfg, "recall_sample_docs", "pair_recall_docs", value=rec["docs"]),
+        "pair_recall_pairs_compared": rec["pairs_compared"],
+    }
+    if labels:
+        tp, fp, fn = (sum(x[j] for x in labels) for j in range(3))
+        got = measure.prf(tp, fp, fn)
+        out.update({f"labelled_{k}": v for k, v in got.items()})
+    return out
 
 
 def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "dedup needs an upstream stage with document parts")
+    t_start = time.perf_counter()
     seed = ctx.seed if cfg.seed is None else cfg.seed
     plan, num_empty = _sketch(cfg, ctx, seed)
     n = plan.n
@@ -254,17 +377,30 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     hist, num, docs, top_ids, top_sizes, shown = reduce.clusters(
         cfg, ctx, plan, ranges, EXAMPLE_DOCS
     )
+    num_buckets = (1 << plan.bits) if cfg.exact == "hash_set" else 0
+    t_measure, want = time.perf_counter(), None
+    if cfg.near and (cfg.precision_sample_pairs or cfg.recall_sample_docs):
+        want = _draw(cfg, ctx, plan, num_buckets, ranges, seed)
+    t_measure = time.perf_counter() - t_measure
     fn = functools.partial(
         _apply_part,
         work_dir=str(plan.work),
         out_dir=ctx.out_dir,
-        num_buckets=(1 << plan.bits) if cfg.exact == "hash_set" else 0,
+        num_buckets=num_buckets,
         ranges=ranges,
         shown=shown,
+        want=want,
     )
     items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
     results = ctx.executor.map(fn, items, desc="dedup: write")
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
+    if want is not None:
+        t0 = time.perf_counter()
+        stats.update(_measured(cfg, want, results))
+        t_measure += time.perf_counter() - t0 + sum(r["measure"]["seconds"] for r in results)
+        stats["measure_seconds"] = round(t_measure, 3)
+        stats["measure_share_of_stage"] = round(t_measure / (time.perf_counter() - t_start), 4)
+        _log_measured(ctx, stats)
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(
         cl.summary_stats(
@@ -278,6 +414,24 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     stats["state_bytes_per_doc_budget"] = round(STATE_BUDGET + held / max(n, 1), 1)
     outputs = [o for r in results for o in r["outputs"]]
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
+
+
+def _ci(stats: dict[str, Any], key: str) -> str:
+    lo, hi = stats[f"{key}_ci95"]
+    return "n/a" if stats[key] is None else f"{stats[key]:.3f} (95% CI {lo:.3f}-{hi:.3f})"
+
+
+def _log_measured(ctx: StageContext, stats: dict[str, Any]) -> None:
+    ctx.log.info(
+        "[dedup] measured: merge precision %s over %d merged pairs; pair recall %s over %d "
+        "pairs >= threshold among %d sampled documents%s",
+        _ci(stats, "merge_precision"),
+        stats["merge_precision_sample"],
+        _ci(stats, "pair_recall"),
+        stats["pair_recall_pairs"],
+        stats["pair_recall_docs"],
+        f"; labelled F1 {stats['labelled_f1']}" if stats.get("labelled_f1") is not None else "",
+    )
 
 
 STAGE = Stage("dedup", DedupConfig, run, version="1", needs=("download",))
