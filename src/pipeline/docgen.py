@@ -109,7 +109,7 @@ def reference_keys_section() -> list[str]:
         "source_path: data/raw/mine.jsonl  # = download.path",
         "```",
         "",
-        "Why a shorthand: the document's own snippet for \"use your own JSONL\" is this form,",
+        'Why a shorthand: the document\'s own snippet for "use your own JSONL" is this form,',
         "and `source`, `source_path`, `source_name` (a builtin name) and `max_docs` mean what our",
         "download keys mean. A value set both ways must agree (else one-line error), and `--set`",
         "/ `--source` / `--jsonl` still win. Every other name of the document is refused with one",
