@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pipeline.stages.dedup as stage  # noqa: E402
 from bench_dedup import load_docs, mutate  # noqa: E402
 from pipeline.executor import Executor  # noqa: E402
-from pipeline.io import docs_table, write_table  # noqa: E402
+from pipeline.parts import docs_table, write_table  # noqa: E402
 from pipeline.stage import StageContext, StageInputs  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "outputs" / "benchmarks" / "dedup_measure.json"

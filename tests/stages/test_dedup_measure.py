@@ -11,7 +11,7 @@ import pyarrow as pa
 from pipeline.dedup.measure import jaccard
 from pipeline.dedup.minhash import shingle_sets
 from pipeline.executor import Executor
-from pipeline.io import docs_table, read_table, write_table
+from pipeline.parts import docs_table, read_table, write_table
 from pipeline.sources.toy import generate
 from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.dedup import DedupConfig, run

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from pipeline.hashing import mix64
+from pipeline.permute import mix64
 
 Z95 = 1.959964  # standard normal quantile for a 95% interval
 

@@ -7,9 +7,9 @@ or over windows of `window_docs` documents of that order, no document shorter th
 document meets other neighbours each epoch (design doc 003: "re-pack every epoch for variety").
 
 Reads `<run>/tokenize/part-*.tokens.npy` (memory-mapped; documents end with EOS, which is how
-they are told apart: no Parquet needed) and `meta.json` (eos/pad ids). numpy and
-pipeline.packing only. Memory: 16 bytes per document (start, length) plus one packing (~50
-bytes per document) at a time.
+they are told apart: no Parquet needed) and `meta.json` (eos/pad ids). Imports numpy,
+pipeline.packing and pipeline.permute only. Memory: 16 bytes per document (start, length)
+plus one packing (~50 bytes per document) at a time.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.packing import Packing, pack_bfd, pack_concat
+from pipeline.permute import key_stream
 
 METHODS = ("bfd", "concat")
 # bfd: documents packed together; None = all of them: one BFD whose ties (documents of equal
@@ -29,11 +30,10 @@ METHODS = ("bfd", "concat")
 # Windows of a few thousand documents mix lengths too but cost ~15x more (~45 us/doc).
 DEFAULT_WINDOW_DOCS = None
 STATE_KEYS = ("seed", "epoch", "cursor")
-_SEED_TAG = 0x5EED_9ACC  # this module's stream: (seed, epoch) here draws nothing else's numbers
 
 
 def _rng(seed: int, epoch: int) -> np.random.Generator:
-    return np.random.default_rng([_SEED_TAG, seed, epoch])
+    return np.random.default_rng(key_stream(seed, epoch, "repack"))  # its own (seed, epoch) stream
 
 
 def epoch_packing(

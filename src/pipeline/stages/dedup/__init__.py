@@ -1,7 +1,7 @@
 """dedup: drop exact duplicates (xxh3-128 of whitespace-normalised text, hash set or Bloom filter)
 and near duplicates (MinHash of word n-grams, LSH bands, verified Jaccard, connected components).
 
-Every per-document array lives in files in the stage's temp folder (`pipeline.dedup.files`),
+Every per-document array lives in files in the stage's temp folder (`pipeline.stages.dedup.files`),
 written and read by executor tasks: a map over parts hashes and sketches; one task per exact-key
 bucket finds copies; one task per LSH band writes candidate pairs; tasks per part verify them;
 the driver joins the verified pairs into components (only documents in near-duplicate pairs);
@@ -15,22 +15,25 @@ from __future__ import annotations
 import functools
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
+from pipeline.config import recipe_key, setting
 from pipeline.dedup import cluster as cl
-from pipeline.dedup import exact, files, measure, reduce
-from pipeline.dedup.lsh import band_bucket_rows, band_mult, optimal_bands, sig_name
-from pipeline.dedup.minhash import minhash_texts, shingle_sets
-from pipeline.errors import DataError, RecipeError
-from pipeline.io import read_table, save_npy, write_kept_and_rejected
+from pipeline.dedup import exact, measure
+from pipeline.dedup.lsh import band_bucket_rows, band_mult, sig_name
+from pipeline.dedup.minhash import minhash_texts
+from pipeline.errors import DataError
+from pipeline.io import save_npy
+from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stages.dedup import files, reduce
+from pipeline.stages.dedup.config import DedupConfig
+from pipeline.stages.dedup.measured import log_measured, measure_payload, measured_stats
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
 EXAMPLE_DOCS = 5  # documents shown per example cluster
@@ -43,48 +46,6 @@ EXACT_BUCKET_DOCS = 1 << 21  # keys per exact-dup bucket task: ~50 MB of keys + 
 # (bloom_expected_docs x ~29 bits at 1e-6: the user's memory/accuracy trade-off).
 STATE_BUDGET = 0  # bytes per document
 PART_BYTES = 64
-
-
-@dataclass(frozen=True)
-class DedupConfig:
-    exact: Literal["hash_set", "bloom", "off"] = "hash_set"  # exact-dup index; off = skip exact
-    bloom_fp_rate: float = bounded(1e-6, gt=0.0, lt=1.0)  # bloom: target false-positive rate
-    bloom_expected_docs: int | None = bounded(None, ge=1)  # bloom: n for sizing; None = input docs
-    near: bool = True  # MinHash LSH near-duplicate removal on/off
-    threshold: float = bounded(0.8, gt=0.0, le=1.0)  # Jaccard of shingle sets to call near-dup
-    num_perm: int = bounded(128, ge=8, le=1024)  # MinHash permutations (4 bytes each per doc)
-    ngram: int = bounded(5, ge=1, le=32)  # words per shingle, on the simplified text
-    bands: int | None = bounded(None, ge=1)  # LSH bands; None = optimal for threshold
-    rows: int | None = bounded(None, ge=1)  # signature values per band; set together with bands
-    fn_weight: float = bounded(0.9, ge=0.0, le=1.0)  # weight of missed pairs vs false candidates
-    verify: Literal["exact", "estimate"] = "exact"  # candidate check: shingle sets or signatures
-    keep: Literal["first", "longest", "quality"] = "first"  # cluster member that survives
-    seed: int | None = bounded(None, ge=0, lt=SEED_LIMIT)  # MinHash seed; None: the stage's
-    batch_docs: int = bounded(250, ge=1)  # documents per numpy batch: temporaries stay cache-sized
-    num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
-    # measured in the run (docs/dedup.md): exact Jaccard of a seeded sample; 0 turns one off
-    precision_sample_pairs: int = bounded(200, ge=0)  # merged pairs (dropped, kept) checked
-    recall_sample_docs: int = bounded(2000, ge=0)  # documents whose every pair is compared
-
-    def validate(self, path: str) -> None:
-        if (self.bands is None) != (self.rows is None):
-            raise RecipeError(
-                f"{path}.bands",
-                "set bands and rows together, or neither "
-                f"(got bands={self.bands}, rows={self.rows})",
-            )
-        if self.bands is not None and self.bands * (self.rows or 0) > self.num_perm:
-            raise RecipeError(
-                f"{path}.bands",
-                f"bands*rows must be <= num_perm {self.num_perm}, got {self.bands}*{self.rows}",
-            )
-        if self.exact == "off" and not self.near:
-            raise RecipeError(f"{path}.near", "exact is off and near is false: nothing to do")
-
-    def bands_rows(self) -> tuple[int, int]:
-        if self.bands is not None and self.rows is not None:
-            return self.bands, self.rows
-        return optimal_bands(self.threshold, self.num_perm, self.fn_weight)
 
 
 # ---------------------------------------------------------------- map 1: per-part files
@@ -212,36 +173,6 @@ def _sample_part(
     return {"keys": keys, "dropped": dropped, "clusters": clusters, "rkeys": rkeys, "docs": docs}
 
 
-def _measure_payload(
-    table: pa.Table, lo: int, decision: np.ndarray, cluster: np.ndarray, want: dict[str, Any]
-) -> dict[str, Any]:
-    """Shingle sets of this part's sampled rows and of the kept members of sampled clusters,
-    plus label counts when the documents carry a duplicate `label` (toy)."""
-    t0 = time.perf_counter()
-    rows = want["rows"]
-    rows = rows[(rows >= lo) & (rows < lo + len(decision))] - lo
-    keep = decision == cl.KEEP
-    winners = np.flatnonzero(keep & np.isin(cluster, want["clusters"]))
-    take = np.union1d(rows, winners).astype(np.int64)
-    texts = table.column("text").take(pa.array(take)).to_pylist()
-    out: dict[str, Any] = {
-        "index": lo + take,
-        "cluster": cluster[take],
-        "kept": keep[take],
-        "sets": shingle_sets(texts, want["ngram"], want["seed"]) if texts else [],
-    }
-    if "label" in table.column_names:
-        labelled = np.array([measure.is_dup_label(x) for x in table.column("label").to_pylist()])
-        dropped = ~keep
-        out["labels"] = (
-            int((dropped & labelled).sum()),
-            int((dropped & ~labelled).sum()),
-            int((~dropped & labelled).sum()),
-        )
-    out["seconds"] = time.perf_counter() - t0
-    return out
-
-
 def _apply_part(
     item: tuple[int, Path, int, int],
     work_dir: str,
@@ -256,7 +187,7 @@ def _apply_part(
     index, path, lo, hi = item
     decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     table = read_table(path)
-    payload = _measure_payload(table, lo, decision, cluster, want) if want else None
+    payload = measure_payload(table, lo, decision, cluster, want) if want else None
     for col in ("cluster", "reasons"):  # a re-run on dedup output: ours replace the old ones
         if col in table.column_names:
             table = table.drop_columns([col])
@@ -316,45 +247,6 @@ def _draw(
     }
 
 
-def _measured(cfg: DedupConfig, want: dict[str, Any], results: list[dict]) -> dict[str, Any]:
-    """Precision of the sampled merges, recall of the sampled pairs, labelled P/R/F1."""
-    sets: dict[int, np.ndarray] = {}
-    clusters: dict[int, int] = {}
-    winner: dict[int, np.ndarray] = {}  # cluster -> its kept member's shingles
-    labels = [r["measure"]["labels"] for r in results if "labels" in r["measure"]]
-    for r in results:
-        m = r["measure"]
-        for i, c, kept, s in zip(
-            m["index"].tolist(), m["cluster"].tolist(), m["kept"].tolist(), m["sets"], strict=True
-        ):
-            sets[i], clusters[i] = s, c
-            if kept and c >= 0:
-                winner[c] = s
-    dropped = [sets[i] for i in want["dropped"].tolist()]
-    kept = [winner[c] for c in want["dropped_clusters"].tolist()]
-    prec, jac = measure.precision_of_merges(dropped, kept, cfg.threshold)
-    docs = want["docs"].tolist()
-    rec = measure.recall_of_pairs(
-        [sets[i] for i in docs], np.array([clusters[i] for i in docs], np.int64), cfg.threshold
-    )
-    out = {
-        "merge_precision": prec["estimate"],
-        "merge_precision_ci95": [prec["ci95_low"], prec["ci95_high"]],
-        **setting(cfg, "precision_sample_pairs", "merge_precision_sample", value=prec["sample"]),
-        "merge_jaccard_min": round(float(jac.min()), 4) if len(jac) else None,
-        "pair_recall": rec["estimate"],
-        "pair_recall_ci95": [rec["ci95_low"], rec["ci95_high"]],
-        "pair_recall_pairs": rec["sample"],
-        **setting(cfg, "recall_sample_docs", "pair_recall_docs", value=rec["docs"]),
-        "pair_recall_pairs_compared": rec["pairs_compared"],
-    }
-    if labels:
-        tp, fp, fn = (sum(x[j] for x in labels) for j in range(3))
-        got = measure.prf(tp, fp, fn)
-        out.update({f"labelled_{k}": v for k, v in got.items()})
-    return out
-
-
 def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "dedup needs an upstream stage with document parts")
@@ -396,11 +288,11 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
     if want is not None:
         t0 = time.perf_counter()
-        stats.update(_measured(cfg, want, results))
+        stats.update(measured_stats(cfg, want, results))
         t_measure += time.perf_counter() - t0 + sum(r["measure"]["seconds"] for r in results)
         stats["measure_seconds"] = round(t_measure, 3)
         stats["measure_share_of_stage"] = round(t_measure / (time.perf_counter() - t_start), 4)
-        _log_measured(ctx, stats)
+        log_measured(ctx, stats)
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(
         cl.summary_stats(
@@ -414,24 +306,6 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     stats["state_bytes_per_doc_budget"] = round(STATE_BUDGET + held / max(n, 1), 1)
     outputs = [o for r in results for o in r["outputs"]]
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
-
-
-def _ci(stats: dict[str, Any], key: str) -> str:
-    lo, hi = stats[f"{key}_ci95"]
-    return "n/a" if stats[key] is None else f"{stats[key]:.3f} (95% CI {lo:.3f}-{hi:.3f})"
-
-
-def _log_measured(ctx: StageContext, stats: dict[str, Any]) -> None:
-    ctx.log.info(
-        "[dedup] measured: merge precision %s over %d merged pairs; pair recall %s over %d "
-        "pairs >= threshold among %d sampled documents%s",
-        _ci(stats, "merge_precision"),
-        stats["merge_precision_sample"],
-        _ci(stats, "pair_recall"),
-        stats["pair_recall_pairs"],
-        stats["pair_recall_docs"],
-        f"; labelled F1 {stats['labelled_f1']}" if stats.get("labelled_f1") is not None else "",
-    )
 
 
 STAGE = Stage("dedup", DedupConfig, run, version="1", needs=("download",))
