@@ -23,12 +23,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config import bounded, setting
+from pipeline.config import bounded, recipe_key, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_json, save_npy
 from pipeline.parts import part_name, read_table, write_rejected, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
-from pipeline.tokenizer import hf
+from pipeline.tokenizer import health, hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
@@ -261,10 +261,35 @@ def encode_part(
         "heldout_tokens": int(ntok[held].sum()),
         "text_tokens": int(ntok.sum()),
         "max_doc_tokens": int(ntok.max()) if n else 0,
+        **script_sums(texts, keep, nbytes, ntok),
         "doc_token_counts": np.histogram(
             np.clip(ntok[keep], 0, DOC_TOKEN_EDGES[-1]), bins=DOC_TOKEN_EDGES
         )[0],
     }
+
+
+def script_sums(
+    texts: list[str | None], keep: np.ndarray, nbytes: np.ndarray, ntok: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Documents, UTF-8 bytes and tokens (EOS excluded) per dominant script of the encoded
+    documents `keep`: `script_docs` / `script_bytes` / `script_tokens`, int64 [scripts + 1]."""
+    scripts = np.array([health.dominant_script(texts[i] or "") for i in keep.tolist()], np.int64)
+    sums = health.by_script(scripts, nbytes[keep], ntok[keep])
+    return {f"script_{k}": v for k, v in sums.items()}
+
+
+def health_stats(
+    cfg: TokenizeConfig, tot: dict[str, Any], vocab_size: int, stats: dict[str, Any], log: Any
+) -> dict[str, Any]:
+    """Bytes/token per script and a warning (logged and kept in the report) for each script
+    outside its healthy range (pipeline.tokenizer.health)."""
+    table = health.script_table({k: tot[f"script_{k}"] for k in ("docs", "bytes", "tokens")})
+    found = health.warnings(
+        table, vocab_size, recipe_key(cfg, "vocab_size"), bool(stats.get("stopped_early"))
+    )
+    for line in found:
+        log.warning("[tokenize] %s", line)
+    return {"bytes_per_token_by_script": table, "bytes_per_token_warnings": found}
 
 
 def _train(
@@ -394,6 +419,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         **stats,
         "bytes_per_token": _ratio(bytes_in, tot["text_tokens"]),
         "bytes_per_token_train": _ratio(tot["train_bytes"], tot["train_tokens"]),
+        **health_stats(cfg, tot, tok.vocab_size, stats, ctx.log),
         "heldout_docs": tot["heldout_docs"],
         "bytes_per_token_heldout": _ratio(tot["heldout_bytes"], tot["heldout_tokens"]),
         "doc_tokens_mean": _ratio(tot["text_tokens"], DocCounts.total(counts).docs_out),
