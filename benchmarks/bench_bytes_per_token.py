@@ -4,8 +4,8 @@ from /work/shared/corpora: where the tokenize report's healthy ranges come from
 
 Chinese: CMRC 2018 contexts (Wikipedia) and the ChnSentiCorp / waimai reviews; English:
 TinyStories and WikiText-2 raw. Each corpus is split 90/10 by a seeded shuffle, a BPE is
-trained on up to 3 MB of the 90% (the tokenize stage's code: pre-tokenizer, word counts,
-train_bpe) and bytes/token (UTF-8 bytes over tokens, no EOS) measured on up to 300 KB of the
+trained on up to 1 MB of the 90% (the tokenize stage's code: pre-tokenizer, word counts,
+train_bpe) and bytes/token (UTF-8 bytes over tokens, no EOS) measured on up to 200 KB of the
 held-out 10%, per vocabulary size.
 Writes outputs/benchmarks/bytes_per_token.json.
 """
@@ -27,8 +27,8 @@ from pipeline.tokenizer.train import train_bpe
 
 CORPORA = Path("/work/shared/corpora")
 OUT = Path(__file__).resolve().parents[1] / "outputs" / "benchmarks" / "bytes_per_token.json"
-VOCABS = (512, 2048, 8192, 32768)
-TRAIN_BYTES, HELD_BYTES = 3_000_000, 300_000  # caps: pure-Python BPE training and encoding
+VOCABS = (512, 1024, 2048, 4096, 8192)
+TRAIN_BYTES, HELD_BYTES = 1_000_000, 200_000  # caps: pure-Python BPE training and encoding
 
 
 def chinese() -> list[str]:

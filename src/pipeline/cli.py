@@ -318,12 +318,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 MAX_ERROR_CHARS = 500
+MAX_HINT_CHARS = 2000  # a hint is what to do: paths and URLs in it are kept whole
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     """The error as one line of bounded length, whatever a message quotes."""
     text = " ".join(text.split())
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 COMMANDS = {
@@ -353,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        for hint in getattr(exc, "hints", ()):  # every hint whole: each on its own line
+            print(f"  {_one_line(hint, MAX_HINT_CHARS)}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `pipeline report ... | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")

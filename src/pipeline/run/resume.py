@@ -251,6 +251,12 @@ class PartLedger:
             record_part, fn=fn, stage_dir=str(self.stage_dir), remote=self.remote
         )
 
+    def finished_on_disk(self) -> int:
+        """Tasks whose markers are in the folder now (this run's and a crashed run's): what a
+        re-run would resume from."""
+        folder = self.stage_dir / RESUME_DIR
+        return sum(1 for p in folder.glob("*.json") if p.name != STAGE_FILE)
+
     def close(self) -> None:
         """The stage finished: drop the markers (they must not become stage outputs)."""
         shutil.rmtree(self.stage_dir / RESUME_DIR, ignore_errors=True)

@@ -349,7 +349,11 @@ def _run_stage(
     except BaseException:
         executor.abort()  # workers may still be writing into tmp
         kept = tmp if store is None else join_url(store.url, tmp.name)
-        log.info("[%s] kept %s: a re-run resumes from its finished parts", name, kept)
+        done = ledger.finished_on_disk()
+        if done:
+            log.info("[%s] kept %s: a re-run resumes from its %d finished parts", name, kept, done)
+        else:
+            log.info("[%s] stopped before any part finished: a re-run starts it again", name)
         raise
     finally:
         executor.ledger = executor.sync = None
