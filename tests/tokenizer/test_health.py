@@ -25,7 +25,7 @@ def test_dominant_script_counts_letters_only():
 def test_table_and_warnings_name_the_vocab_key():
     scripts = np.array([LATIN, LATIN, CJK, health.NONE])
     sums = health.by_script(
-        scripts, np.array([6000, 6000, 30000, 10]), np.array([4000, 4000, 6000, 5])
+        scripts, np.array([6000, 6000, 70000, 10]), np.array([4000, 4000, 10000, 5])
     )
     table = health.script_table(sums)
     assert table["latin"] == {
@@ -40,7 +40,9 @@ def test_table_and_warnings_name_the_vocab_key():
     warns = health.warnings(table, 300, "tokenize.vocab_size", stopped=False)
     assert warns[0].startswith("English/Latin text: 1.50 bytes/token, outside the healthy 3.5–5")
     assert warns[0].endswith("raise tokenize.vocab_size (now 300)")
-    assert len(warns) == 2 and warns[1].startswith("cjk (unspaced) text: 5.00 bytes/token")
+    assert len(warns) == 2 and warns[1].startswith(
+        "cjk (unspaced) text: 7.00 bytes/token, outside the healthy 3.5–6"
+    )
     assert "training stopped early" in health.warnings(table, 300, "k", stopped=True)[1]
     table["latin"]["bytes_per_token"] = 4.2  # in range, and too little text is never judged
     table["cjk"]["bytes"] = health.MIN_SCRIPT_BYTES - 1
