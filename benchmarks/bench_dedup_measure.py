@@ -4,7 +4,7 @@ Runs the dedup stage (Parquet in and out, workers=1) on real text from /work/sha
 (TinyStories, Reuters-21578, Common Crawl pages: bench_dedup.load_docs) with near-duplicates
 injected (word substitutions at 2-10%, 5% of the documents), and a larger corpus made by
 recombining the real documents' sentences into new documents (no natural duplicates). Each
-corpus runs with the default samples (200 merged pairs, 2,000 documents) and with the
+corpus runs with the default samples (200 merged pairs, 1,000 documents) and with the
 measurement off, interleaved; reports stage seconds, the stage's own `measure_seconds`, their
 ratio, and what was measured. Writes outputs/benchmarks/dedup_measure.json.
 """
@@ -124,7 +124,7 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
         json.dumps(
-            {"defaults": {"precision_sample_pairs": 200, "recall_sample_docs": 2000}, **rows},
+            {"defaults": {"precision_sample_pairs": 200, "recall_sample_docs": 1000}, **rows},
             indent=2,
         )
         + "\n"

@@ -30,7 +30,7 @@ class DedupConfig:
     num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
     # measured in the run (docs/dedup.md): exact Jaccard of a seeded sample; 0 turns one off
     precision_sample_pairs: int = bounded(200, ge=0)  # merged pairs (dropped, kept) checked
-    recall_sample_docs: int = bounded(2000, ge=0)  # documents whose every pair is compared
+    recall_sample_docs: int = bounded(1000, ge=0)  # documents whose every pair is compared
 
     def validate(self, path: str) -> None:
         if (self.bands is None) != (self.rows is None):
