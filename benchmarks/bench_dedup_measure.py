@@ -40,7 +40,6 @@ KEYS = (
     "pair_recall_docs",
     "dropped_near_dup",
     "measure_seconds",
-    "measure_share_of_stage",
 )
 
 

@@ -110,7 +110,7 @@ def test_labelled_prf_and_same_numbers_for_any_worker_count(tmp_path):
     two, out2 = _run(
         tmp_path, tables, workers=2, ngram=3, precision_sample_pairs=10, recall_sample_docs=150
     )
-    drop = {k for k in one if "seconds" in k or "share" in k}
+    drop = {k for k in one if k.endswith("seconds")}
     assert {k: v for k, v in one.items() if k not in drop} == {
         k: v for k, v in two.items() if k not in drop
     }
@@ -124,7 +124,7 @@ def test_labelled_prf_and_same_numbers_for_any_worker_count(tmp_path):
         == one["dropped_exact_dup"] + one["dropped_near_dup"]
     )
     assert one["labelled_f1"] > 0.8
-    assert 0 < one["measure_seconds"] and 0 < one["measure_share_of_stage"] < 1
+    assert 0 < one["measure_seconds"]
 
 
 def test_measurement_off(tmp_path):

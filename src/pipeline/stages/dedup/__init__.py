@@ -250,7 +250,6 @@ def _draw(
 def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "dedup needs an upstream stage with document parts")
-    t_start = time.perf_counter()
     seed = ctx.seed if cfg.seed is None else cfg.seed
     plan, num_empty = _sketch(cfg, ctx, seed)
     n = plan.n
@@ -291,7 +290,6 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         stats.update(measured_stats(cfg, want, results))
         t_measure += time.perf_counter() - t0 + sum(r["measure"]["seconds"] for r in results)
         stats["measure_seconds"] = round(t_measure, 3)
-        stats["measure_share_of_stage"] = round(t_measure / (time.perf_counter() - t_start), 4)
         log_measured(ctx, stats)
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(
