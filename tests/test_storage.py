@@ -41,7 +41,8 @@ def state(run_dir: Path) -> dict[str, object]:
 
 def _files(root: Path) -> dict[str, bytes]:
     """Every file of a run folder but the clock-dependent ones (compared by `state`)."""
-    skip = {".lock", ".input_hashes.json", "manifest.json", "pipeline_report.json", "report.html"}
+    skip = {".lock", ".input_hashes.json", ".output_hashes.json"}
+    skip |= {"manifest.json", "pipeline_report.json", "report.html"}
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in io.iter_files(root)
