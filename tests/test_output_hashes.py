@@ -5,6 +5,7 @@ re-runs its stage, whichever of size, mtime or inode tells."""
 from __future__ import annotations
 
 import builtins
+import json
 import os
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import pytest
 
 import pipeline.stages as stages_mod
 from fake_stages import LOWER
+from fake_stages import run as lower_run
 from helpers import make_recipe
 from pipeline import io
 from pipeline.inputs import OUTPUT_CACHE_NAME, HashCache
 from pipeline.runner import run_recipe
+from pipeline.stage import Stage
 
 STAGES = {"download": {"source": "toy", "max_docs": 90, "docs_per_part": 30}, "clean": {}}
 OUTPUT_DIRS = ("download", "clean")
@@ -57,7 +60,7 @@ def test_noop_rerun_and_dry_run_read_no_output_bytes(tmp_path, reads):
     hashed, opened = reads
     recipe = make_recipe(tmp_path / "run", STAGES)
     run_recipe(recipe, progress=False)
-    assert len(hashed) == 6  # 3 download parts + 3 clean parts, once each at commit
+    assert len(hashed) == 6  # 3 download + 3 clean parts, once each: by the task that wrote it
     assert (tmp_path / "run" / OUTPUT_CACHE_NAME).is_file()
     hashed.clear()
     opened.clear()
@@ -161,3 +164,36 @@ def test_a_file_stamped_at_or_after_the_filesystem_clock_is_never_cached(tmp_pat
     readonly = HashCache(tmp_path / "cache.json", root=tmp_path, write=False)  # a dry run's
     assert readonly.hash_new([old]) == [io.sha256_file(old)]
     assert readonly.entries == {}
+
+
+def _lower_then_edit(cfg, ctx):
+    """The fake clean stage, whose driver code then rewrites part 1 after its task hashed it."""
+    result = lower_run(cfg, ctx)
+    part = ctx.out_dir / "part-00001.parquet"
+    with open(part, "r+b") as f:  # a data byte (not the footer: the commit counts rows)
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return result
+
+
+def test_commit_takes_the_tasks_hashes_and_rereads_what_changed_since(tmp_path, monkeypatch):
+    hashed: list[Path] = []
+    real = io.sha256_file
+    monkeypatch.setattr(io, "sha256_file", lambda p, *a: hashed.append(Path(p)) or real(p, *a))
+    editing = Stage("clean", LOWER.config_cls, _lower_then_edit)
+    monkeypatch.setitem(stages_mod.STAGES, "clean", editing)
+    run_recipe(make_recipe(tmp_path / "run", STAGES), progress=False)
+    tmp = tmp_path / "run" / ".tmp-clean"
+    # each task hashed its part once; the commit read again only the part edited after that
+    assert sorted(p.name for p in hashed if p.parent == tmp) == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+        "part-00001.parquet",
+        "part-00002.parquet",
+    ]
+    outputs = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]["clean"]
+    shas = {o["path"]: o["sha256"] for o in outputs["outputs"]}
+    part = _part(tmp_path)
+    assert shas["clean/part-00001.parquet"] == real(part)  # the bytes on disk, not the task's

@@ -132,35 +132,19 @@ class HashCache:
 
     def hash_new(self, paths: Sequence[Path], keys: Sequence[str] | None = None) -> list[str]:
         """Read and hash `paths` (a thread pool); cache each under its key (default: its own)
-        when sound. Sound means: its stamp did not change while it was read, and its mtime is
-        older than the filesystem's clock taken before the stat (`fs_clock_ns`), so any later
-        write, however soon, gives it another mtime. Files written within the current tick
-        wait for the next one (a few ms) or, past TICK_TRIES, stay uncached."""
-        paths = list(paths)
+        when its stamp is sound (`hash_stamped`)."""
         keys = [self._key(p) for p in paths] if keys is None else list(keys)
-        clock = self._clock()
-        stamps = [_stamp(os.stat(p)) for p in paths]
-        tries = 0
-        while clock is not None and tries < TICK_TRIES and any(s[1] >= clock for s in stamps):
-            time.sleep(TICK_WAIT_S)  # stat after the clock: a write after it shows
-            clock, tries = self._clock(), tries + 1
-            stamps = [_stamp(os.stat(p)) for p in paths]
-        digests = sha256_files(paths)
-        if clock is not None:
-            for p, key, stamp, digest in zip(paths, keys, stamps, digests, strict=True):
-                if stamp[1] < clock and _stamp(os.stat(p)) == stamp:
-                    self.entries[key] = {"stamp": stamp, "sha256": digest}
-                    self.dirty = True
-        return digests
+        clock_dir = self.path.parent if self.write and self.path is not None else None
+        hashed = hash_stamped(paths, clock_dir)
+        for key, (digest, stamp) in zip(keys, hashed, strict=True):
+            if stamp is not None:
+                self.put(key, stamp, digest)
+        return [digest for digest, _ in hashed]
 
-    def _clock(self) -> int | None:
-        """The filesystem clock beside the cache file, None when nothing may be cached."""
-        if not self.write or self.path is None:
-            return None
-        try:
-            return fs_clock_ns(self.path.parent)
-        except OSError:  # a read-only run folder: nothing cached, every check reads
-            return None
+    def put(self, key: str, stamp: list[int], digest: str) -> None:
+        """Cache `digest` for the file `key` as `stamp` (a sound one: `hash_stamped`)."""
+        self.entries[key] = {"stamp": list(stamp), "sha256": digest}
+        self.dirty = True
 
     def save(self) -> None:
         if self.write and self.dirty and self.path is not None and self.path.parent.is_dir():
@@ -172,6 +156,45 @@ class HashCache:
 
 def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def stamp_of(path: Path) -> list[int]:
+    """[size, mtime_ns, inode] of a file: the key a hash is cached under."""
+    return _stamp(os.stat(path))
+
+
+def hash_stamped(
+    paths: Sequence[Path], clock_dir: Path | None
+) -> list[tuple[str, list[int] | None]]:
+    """(sha256, stamp or None) of each file, read by a thread pool. The stamp is given only where
+    it may key a cache: it did not change while the file was read, and the file's mtime is older
+    than the filesystem clock taken (in `clock_dir`, `fs_clock_ns`) before the stat, so any
+    later write, however soon, gives the file another mtime. Files written within the current
+    tick wait for the next one (a few ms) or, past TICK_TRIES, get no stamp; so do all files
+    when `clock_dir` is None or not writable (a dry run, a read-only run folder)."""
+    paths = list(paths)
+    clock = _clock(clock_dir)
+    stamps = [stamp_of(p) for p in paths]
+    tries = 0
+    while clock is not None and tries < TICK_TRIES and any(s[1] >= clock for s in stamps):
+        time.sleep(TICK_WAIT_S)  # stat after the clock: a write after it shows
+        clock, tries = _clock(clock_dir), tries + 1
+        stamps = [stamp_of(p) for p in paths]
+    digests = sha256_files(paths)
+    out: list[tuple[str, list[int] | None]] = []
+    for p, stamp, digest in zip(paths, stamps, digests, strict=True):
+        sound = clock is not None and stamp[1] < clock and stamp_of(p) == stamp
+        out.append((digest, stamp if sound else None))
+    return out
+
+
+def _clock(folder: Path | None) -> int | None:
+    if folder is None:
+        return None
+    try:
+        return fs_clock_ns(folder)
+    except OSError:  # read-only: nothing may be cached
+        return None
 
 
 def fs_clock_ns(folder: Path) -> int:

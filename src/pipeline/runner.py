@@ -40,6 +40,7 @@ from pipeline.inputs import (
     HashCache,
     describe_inputs,
     fingerprint_part,
+    stamp_of,
 )
 from pipeline.io import crash_point, iter_files, num_records
 from pipeline.manifest import MANIFEST_NAME, Manifest
@@ -365,11 +366,12 @@ def _run_stage(
         raise
     finally:
         executor.bind(None)
+    known = ledger.known_hashes()  # what the tasks hashed as they wrote
     ledger.close()
     if ledger.reused:  # the log only: the manifest and report equal an uninterrupted run's
         log.info("[%s] %d tasks resumed from a crashed run", name, ledger.reused)
     seconds = time.perf_counter() - t0
-    outputs = _describe_outputs(name, tmp, result.outputs, hashes)
+    outputs = _describe_outputs(name, tmp, result.outputs, hashes, known)
     stats = result.all_stats()
     check_balance(stats)
     if "docs_in" in stats:
@@ -474,7 +476,13 @@ def _inputs(
     return {n: manifest.inputs(n) for n in names}
 
 
-def _describe_outputs(name: str, tmp: Path, declared: list[str], hashes: HashCache) -> list[dict]:
+def _describe_outputs(
+    name: str,
+    tmp: Path,
+    declared: list[str],
+    hashes: HashCache,
+    known: dict[str, tuple[list[int], str]],
+) -> list[dict]:
     found = {p.relative_to(tmp).as_posix() for p in iter_files(tmp)}
     missing = sorted(set(declared) - found)
     undeclared = sorted(found - set(declared))
@@ -482,8 +490,7 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str], hashes: HashCac
     assert not missing, f"stage {name} declared outputs it did not write: {missing[:3]}"
     assert not undeclared, f"stage {name} wrote undeclared files: {undeclared[:3]}"
     rels = sorted(declared)
-    # the one read of the outputs' bytes; cached under the paths they are committed to
-    digests = hashes.hash_new([tmp / rel for rel in rels], [f"{name}/{rel}" for rel in rels])
+    digests = _output_digests(name, tmp, rels, hashes, known)
     out = []
     for rel, digest in zip(rels, digests, strict=True):
         path = tmp / rel
@@ -496,6 +503,30 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str], hashes: HashCac
             }
         )
     return out
+
+
+def _output_digests(
+    name: str,
+    tmp: Path,
+    rels: list[str],
+    hashes: HashCache,
+    known: dict[str, tuple[list[int], str]],
+) -> list[str]:
+    """sha256 of each output: the task's own (`known`: stamp, sha256 from its resume marker)
+    where the file still has the stamp it had when the task hashed it, else read here. All are
+    cached under the paths they are committed to (a rename keeps size, mtime and inode)."""
+    got: dict[str, str] = {}
+    todo = []
+    for rel in rels:
+        rec = known.get(rel)
+        if rec is not None and stamp_of(tmp / rel) == rec[0]:
+            got[rel] = rec[1]
+            hashes.put(f"{name}/{rel}", rec[0], rec[1])
+        else:  # stage-level files, tasks that are not recorded, a copy pulled from a URL
+            todo.append(rel)
+    fresh = hashes.hash_new([tmp / rel for rel in todo], [f"{name}/{rel}" for rel in todo])
+    got.update(zip(todo, fresh, strict=True))
+    return [got[rel] for rel in rels]
 
 
 def _summary(stats: dict) -> str:
