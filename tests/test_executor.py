@@ -22,12 +22,12 @@ from pipeline.cli import main
 from pipeline.errors import RecipeError
 from pipeline.executor import BaseExecutor, Executor
 from pipeline.recipe import build_recipe
-from pipeline.runner import make_executor
+from pipeline.run.runner import make_executor
 from ray_tasks import check_bind
 
 
 def _all_executors() -> list[type]:
-    import pipeline.ray_executor  # noqa: F401 - its class (Ray itself is imported at start)
+    import pipeline.run.ray  # noqa: F401 - its class (Ray itself is imported at start)
 
     found, todo = [], list(BaseExecutor.__subclasses__())
     while todo:
@@ -191,5 +191,5 @@ def test_cli_flag_sets_the_kind(tmp_path, capsys):
 
 
 def test_object_store_out_dir_is_a_valid_recipe_key():
-    """A URL run folder is accepted by the recipe (pipeline.storage opens it at run time)."""
+    """A URL run folder is accepted by the recipe (pipeline.run.storage opens it at run time)."""
     assert build_recipe({**DOWNLOAD, "out_dir": "s3://b/run"}).run.out_dir == "s3://b/run"

@@ -16,8 +16,8 @@ from fake_stages import LOWER
 from fake_stages import run as lower_run
 from helpers import make_recipe
 from pipeline import io
-from pipeline.inputs import OUTPUT_CACHE_NAME, HashCache
-from pipeline.runner import run_recipe
+from pipeline.run.input_hashes import OUTPUT_CACHE_NAME, HashCache
+from pipeline.run.runner import run_recipe
 from pipeline.stage import Stage
 
 STAGES = {"download": {"source": "toy", "max_docs": 90, "docs_per_part": 30}, "clean": {}}
@@ -150,7 +150,7 @@ def test_dry_run_writes_no_cache(tmp_path, reads):
 def test_a_file_stamped_at_or_after_the_filesystem_clock_is_never_cached(tmp_path, monkeypatch):
     """Racy stamps (git's 'racily clean'): a file whose mtime is not older than the clock taken
     before its stat may be written again within the same tick without a new mtime."""
-    import pipeline.inputs as inputs_mod
+    import pipeline.run.input_hashes as inputs_mod
 
     monkeypatch.setattr(inputs_mod, "TICK_TRIES", 2)
     old, future = tmp_path / "old.bin", tmp_path / "future.bin"

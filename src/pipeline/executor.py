@@ -1,14 +1,14 @@
 """Run a function over work items (usually Parquet parts): inline, in a local process pool, or
-as Ray tasks (pipeline.ray_executor, `executor: {kind: ray}`).
+as Ray tasks (pipeline.run.ray, `executor: {kind: ray}`).
 
 Results come back in item order whatever the worker count or executor, so a stage whose part i
 depends only on part i, its config and its seed writes the same bytes for any `workers`.
 
 `BaseExecutor` is the one interface of every executor (the runner and the stages use nothing
 else): `map`, `bind`, `check_shared`, `abort`, `close`, `workers`, `remote_nodes`. While the
-runner has bound a stage's ledger (pipeline.resume), tasks that write part files are recorded as
+runner has bound a stage's ledger (pipeline.run.resume), tasks that write part files are recorded as
 they finish and a re-run after a crash returns their recorded results instead; while it has
-bound a sync (pipeline.remote_tasks, a URL run folder on remote nodes), each map keeps the URL
+bound a sync (pipeline.run.remote, a URL run folder on remote nodes), each map keeps the URL
 and the driver's working copy in step.
 """
 
@@ -36,7 +36,7 @@ R = TypeVar("R")
 
 
 class TaskLedger(Protocol):
-    """What a map needs of a stage's resume record (pipeline.resume.PartLedger)."""
+    """What a map needs of a stage's resume record (pipeline.run.resume.PartLedger)."""
 
     def keys(self, desc: str, n: int) -> list[str]: ...
 
@@ -46,7 +46,7 @@ class TaskLedger(Protocol):
 
 
 class TaskSync(Protocol):
-    """What a map needs to keep a URL run folder in step (pipeline.remote_tasks.MapSync)."""
+    """What a map needs to keep a URL run folder in step (pipeline.run.remote.MapSync)."""
 
     token: str  # names the run's copies on other nodes, removed when the executor closes
 

@@ -4,8 +4,8 @@ The runner writes a stage into `<run>/.tmp-<stage>/`; that folder survives a cra
 `.resume/stage.json` (the stage fingerprint) and one marker per finished task,
 `.resume/<map>-<call>-<item>.json` = {"outputs": {path: [bytes, sha256, stamp]}, "result": the
 task's return value in typed JSON}; stamp = [size, mtime_ns, inode] when it may key a cache
-(pipeline.inputs.hash_stamped), else null (markers of older versions have no stamp). The task
-writes its marker itself (atomically) after its outputs are renamed into place, so a marker
+(pipeline.run.input_hashes.hash_stamped), else null (markers of older versions have none). The
+task writes its marker itself (atomically) after its outputs are renamed into place, so a marker
 never names a partial file. A re-run with the same fingerprint keeps the files its valid markers
 name (by the stamp, which any write since the task changes, else size and sha256 re-checked),
 deletes everything else (temp files, outputs of unfinished tasks) and returns the recorded
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.inputs import hash_stamped, stamp_of
 from pipeline.io import atomic_write_bytes, iter_files, sha256_file
-from pipeline.storage import push_files
+from pipeline.run.input_hashes import hash_stamped, stamp_of
+from pipeline.run.storage import push_files
 
 RESUME_DIR = ".resume"
 STAGE_FILE = "stage.json"
@@ -99,9 +99,26 @@ def decode(obj: Any) -> Any:
     return {k: decode(v) for k, v in obj.items()}
 
 
+# modules moved by the house layout (issue 26): a ledger written before it still resumes
+MOVED_MODULES = {
+    "pipeline.dedup.reduce": "pipeline.stages.dedup.reduce",
+    "pipeline.dedup.partitioned": "pipeline.stages.dedup.tasks",
+    "pipeline.dedup.verify": "pipeline.stages.dedup.verify",
+    "pipeline.dedup.files": "pipeline.stages.dedup.files",
+    "pipeline.quality.lmstage": "pipeline.stages.quality.lm",
+    "pipeline.quality.clfstage": "pipeline.stages.quality.classifier",
+    "pipeline.quality.parttasks": "pipeline.stages.quality.parttasks",
+    "pipeline.quality.writepart": "pipeline.stages.quality.write",
+    "pipeline.quality.partcols": "pipeline.stages.quality.partcols",
+    "pipeline.stages.download_split": "pipeline.stages.download.split",
+    "pipeline.stages.shard_bounded": "pipeline.stages.shard.bounded_memory",
+}
+
+
 def _dataclass(name: str) -> type:
     """A dataclass of this package by `module:qualname` (nothing else is ever constructed)."""
     module, _, qualname = name.partition(":")
+    module = MOVED_MODULES.get(module, module)
     if not module.startswith("pipeline."):
         raise ValueError(f"not a pipeline class: {name}")
     cls: Any = importlib.import_module(module)

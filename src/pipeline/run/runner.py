@@ -7,13 +7,14 @@ makes the result visible: rename into place, then one atomic manifest write hold
 outputs and the report section (the commit point), then the report is rebuilt from the
 manifest. A run killed at any instant leaves the old or the new state of each stage; re-run, it
 ends with the same bytes (docs/overview.md, "After a crash"). A stage's temp folder survives a
-crash: parts finished in it are recorded (pipeline.resume) and a re-run with the same
+crash: parts finished in it are recorded (pipeline.run.resume) and a re-run with the same
 fingerprint redoes only the unfinished ones.
 
-Output hashes are computed once, at commit, and kept in `<run>/.output_hashes.json` by (path,
-size, mtime_ns, inode) (pipeline.inputs.HashCache): a re-run that skips every stage, and a
+Outputs are read once, by the tasks that write them (their resume markers record the sha256)
+or at commit, and their hashes are kept in `<run>/.output_hashes.json` by (path, size, mtime_ns,
+inode) (pipeline.run.input_hashes.HashCache): a re-run that skips every stage, and a
 `--dry-run`, check the outputs by `stat` and read none of their bytes. A run folder on a URL
-goes through the same steps with its UrlStore (pipeline.storage); a local one's Store is a no-op.
+goes through the same steps with its UrlStore (pipeline.run.storage); a path's Store is a no-op.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from pipeline import __version__
 from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
-from pipeline.inputs import (
+from pipeline.io import crash_point, iter_files
+from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.parts import num_records
+from pipeline.recipe import Recipe
+from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
+from pipeline.report.html import HTML_NAME, write_html
+from pipeline.run.input_hashes import (
     CACHE_NAME,
     OUTPUT_CACHE_NAME,
     HashCache,
@@ -42,16 +49,11 @@ from pipeline.inputs import (
     fingerprint_part,
     stamp_of,
 )
-from pipeline.io import crash_point, iter_files, num_records
-from pipeline.manifest import MANIFEST_NAME, Manifest
-from pipeline.recipe import Recipe
-from pipeline.remote_tasks import map_sync
-from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
-from pipeline.report_html import HTML_NAME, write_html
-from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
+from pipeline.run.remote import map_sync
+from pipeline.run.resume import RESUME_DIR, STAGE_FILE, PartLedger
+from pipeline.run.storage import Store, stamp, working_copy
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
-from pipeline.storage import Store, stamp, working_copy
 
 log = logging.getLogger("pipeline")
 
@@ -410,7 +412,7 @@ def recorded_recipe(recipe: Recipe) -> dict:
 def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:
     """The executor a recipe's run keys ask for; Ray is imported only when asked for."""
     if run.executor.kind == "ray":
-        from pipeline.ray_executor import RayExecutor
+        from pipeline.run.ray import RayExecutor
 
         return RayExecutor(run.executor, run.workers, progress)
     return Executor(run.workers, progress)
@@ -441,7 +443,7 @@ def _commit(
     the manifest describes the old outputs (missing or replaced, so the stage re-runs), after it
     the new ones with their report section. Whatever instant a crash hits, the next run sees
     the old or the new state; the report is rebuilt from the manifest either way. On a URL the
-    same holds for the manifest PUT (pipeline.storage): outputs first, then the manifest, then
+    same holds for the manifest PUT (pipeline.run.storage): outputs first, then the manifest, then
     the stale keys and the resume folder go. The outputs' hashes (taken by _describe_outputs,
     under their final paths: a rename keeps size, mtime and inode) are cached last."""
     run_dir = manifest.run_dir
