@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -201,7 +202,7 @@ def fs_clock_ns(folder: Path) -> int:
     """The time, in ns, that the filesystem of `folder` stamps on a file modified now: the mtime
     of a file created there (its own clock, which on NFS is the server's, not this machine's).
     The probe's name is a temp file's, so a kill's leftover is swept like one."""
-    probe = Path(folder) / f".clock-{os.getpid()}.tmp"
+    probe = Path(folder) / f".clock-{os.getpid()}-{threading.get_ident()}.tmp"
     try:
         with open(probe, "wb") as f:
             return os.fstat(f.fileno()).st_mtime_ns
