@@ -84,9 +84,9 @@ RULES: tuple[Rule, ...] = (
     Rule("digit_chars_v2", "digit_chars_frac", "max_digit_chars_frac", "max"),
     Rule("url_chars_v1", "url_chars_frac", "max_url_chars_frac", "max"),
     Rule("max_word_length_v1", "max_word_length", "max_word_length", "max"),
-    Rule("gopher_dup_lines_v1", "dup_lines_frac", "max_dup_lines_frac", "max"),
+    Rule("gopher_dup_lines_v2", "dup_lines_frac", "max_dup_lines_frac", "max"),
     Rule("gopher_dup_paragraphs_v1", "dup_paragraphs_frac", "max_dup_paragraphs_frac", "max"),
-    Rule("gopher_dup_line_chars_v1", "dup_line_chars_frac", "max_dup_line_chars_frac", "max"),
+    Rule("gopher_dup_line_chars_v2", "dup_line_chars_frac", "max_dup_line_chars_frac", "max"),
     Rule(
         "gopher_dup_paragraph_chars_v1",
         "dup_paragraph_chars_frac",
@@ -117,7 +117,7 @@ RULES: tuple[Rule, ...] = (
     Rule("fineweb_line_punct_v2", "line_punct_frac", "min_line_punct_frac", "min"),
     Rule("fineweb_short_lines_v2", "short_lines_frac", "max_short_lines_frac", "max"),
     Rule(
-        "fineweb_dup_line_chars_v1",
+        "fineweb_dup_line_chars_v2",
         "fineweb_dup_line_chars_frac",
         "max_fineweb_dup_line_chars_frac",
         "max",

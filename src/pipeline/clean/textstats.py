@@ -257,24 +257,26 @@ def logical_lines(text: str) -> tuple[list[str], int]:
     their paragraph reach WRAP_FULL * W without ending in a terminal mark. Then such a full line
     is joined to the next one unless a blank line or a bullet comes between: a line that stops
     short ended its paragraph (a table row, a heading, a sign-off stays a line of its own).
+    In any text, a short label line (`ROMEO:`, `Q:`) is joined to the line it introduces.
     """
     raw = [ln.strip() for ln in text.split("\n")]
     lines = [ln for ln in raw if ln]
-    if len(lines) < WRAP_MIN_LINES:
-        return lines, 0
-    lens = sorted(map(len, lines))
-    width = lens[(len(lens) - 1) * 9 // 10]
-    if width > WRAP_MAX_WIDTH:
-        return lines, 0
-    full = WRAP_FULL * width
     # a line "continues" when its paragraph goes on (the next raw line is not blank)
     cont = [bool(raw[i]) and i + 1 < len(raw) and bool(raw[i + 1]) for i in range(len(raw))]
-    cand = wrapped = 0
-    for i, ln in enumerate(raw):
-        if cont[i]:
-            cand += 1
-            wrapped += len(ln) >= full and not ln.endswith(FINEWEB_END)
-    if wrapped < 2 or 2 * wrapped < cand:
+    label = [c and _is_label(ln) for c, ln in zip(cont, raw, strict=True)]
+    wrapped_doc = False
+    if len(lines) >= WRAP_MIN_LINES:
+        lens = sorted(map(len, lines))
+        width = lens[(len(lens) - 1) * 9 // 10]
+        full = WRAP_FULL * width
+        if width <= WRAP_MAX_WIDTH:
+            cand = wrapped = 0
+            for i, ln in enumerate(raw):
+                if cont[i]:
+                    cand += 1
+                    wrapped += len(ln) >= full and not ln.endswith(FINEWEB_END)
+            wrapped_doc = wrapped >= 2 and 2 * wrapped >= cand
+    if not wrapped_doc and not any(label):
         return lines, 0
     out: list[str] = []
     joins = 0
@@ -288,8 +290,15 @@ def logical_lines(text: str) -> tuple[list[str], int]:
             joins += 1
         else:
             out.append(ln)
-        joining = cont[i] and len(ln) >= full and not ln.endswith(FINEWEB_END)
+        joining = label[i] or (
+            wrapped_doc and cont[i] and len(ln) >= full and not ln.endswith(FINEWEB_END)
+        )
     return out, joins
+
+
+def _is_label(line: str) -> bool:
+    """A speaker or field label heading its paragraph: `ROMEO:`, `First Citizen:`, `Q:`."""
+    return line.endswith(":") and len(line) <= 40 and line.count(" ") < 4
 
 
 def _sentence_ends(line: str, unspaced: bool) -> int:  # unspaced: the dominant script
@@ -353,22 +362,19 @@ def _line_stats(
     text: str, out: np.ndarray, dominant: int, c4_args: tuple[int, int], n_tok: int
 ) -> None:
     n = len(text)
-    lines = [ln.strip() for ln in text.split("\n")]
-    lines = [ln for ln in lines if ln]
-    if not lines:
-        return
-    nl = len(lines)
-    # repetition rules read the physical lines; shape rules read logical ones (hard wraps
-    # joined), so a wrapped paragraph is judged as the one line it is (v2)
+    # every line rule reads logical lines (hard wraps joined, a label joined to its speech), so
+    # a wrapped paragraph is judged as the one line it is (v2)
     logical, joins = logical_lines(text)
+    if not logical:
+        return
     nlog = len(logical)
     bullets = sum(ln.startswith(_BULLETS) for ln in logical)
     out[STAT_INDEX["bullet_lines_frac"]] = bullets / nlog
     # v2: the text's last line may trail off ("..."): only earlier lines count as truncated
     ellipsis = sum(ln.endswith(("...", "\u2026")) for ln in logical[:-1])
     out[STAT_INDEX["ellipsis_lines_frac"]] = ellipsis / nlog
-    dup, dup_chars = find_duplicates(lines)
-    out[STAT_INDEX["dup_lines_frac"]] = dup / nl
+    dup, dup_chars = find_duplicates(logical)  # v2: a wrapped paragraph or a labelled speech
+    out[STAT_INDEX["dup_lines_frac"]] = dup / nlog
     out[STAT_INDEX["dup_line_chars_frac"]] = dup_chars / n
     body = n - text.count("\n")
     out[STAT_INDEX["fineweb_dup_line_chars_frac"]] = dup_chars / body if body else 0.0
