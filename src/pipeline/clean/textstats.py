@@ -57,6 +57,7 @@ _SENT_END_UNSPACED_RE = re.compile(
 _WIKI_CONV_RE = re.compile(r"-\{[^{}\n]*\}-")  # MediaWiki language conversion -{zh-hans:…}-
 _BULLETS = ("\u2022", "-")
 WRAP_MIN_LINES = 3
+WRAP_MIN_WIDTH = 40  # narrower: menus and lists, never judged as wrapped prose
 WRAP_MAX_WIDTH = 100  # wider lines are soft-wrapped paragraphs, not a fixed-width layout
 WRAP_FULL = 0.6  # a line this share of the wrap width or longer was broken by the wrap
 C4_END = (".", "?", "!", '"', "\u201d", "\u3002", "\uff01", "\uff1f")  # TFDS c4_utils + CJK marks
@@ -253,8 +254,9 @@ def logical_lines(text: str) -> tuple[list[str], int]:
     A hard-wrapped text (Reuters, mail, Project Gutenberg, verse) breaks its lines at a fixed
     width, not at sentence ends, so every line rule would judge fragments. The text counts as
     hard-wrapped when it has >= WRAP_MIN_LINES lines, its wrap width W (the 90th percentile of
-    line lengths) is <= WRAP_MAX_WIDTH, and at least half of the lines that have a next line in
-    their paragraph reach WRAP_FULL * W without ending in a terminal mark. Then such a full line
+    line lengths) is in [WRAP_MIN_WIDTH, WRAP_MAX_WIDTH], and at least half (and >= 2) of the
+    lines that go on in their paragraph without a terminal mark reach WRAP_FULL * W: a line
+    broken mid-sentence was broken by the wrap, not by the writer. Then such a full line
     is joined to the next one unless a blank line or a bullet comes between: a line that stops
     short ended its paragraph (a table row, a heading, a sign-off stays a line of its own).
     In any text, a short label line (`ROMEO:`, `Q:`) is joined to the line it introduces.
@@ -269,13 +271,13 @@ def logical_lines(text: str) -> tuple[list[str], int]:
         lens = sorted(map(len, lines))
         width = lens[(len(lens) - 1) * 9 // 10]
         full = WRAP_FULL * width
-        if width <= WRAP_MAX_WIDTH:
-            cand = wrapped = 0
+        if WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
+            open_lines = wrapped = 0  # lines going on in their paragraph with no end mark
             for i, ln in enumerate(raw):
-                if cont[i]:
-                    cand += 1
-                    wrapped += len(ln) >= full and not ln.endswith(FINEWEB_END)
-            wrapped_doc = wrapped >= 2 and 2 * wrapped >= cand
+                if cont[i] and not ln.endswith(FINEWEB_END):
+                    open_lines += 1
+                    wrapped += len(ln) >= full
+            wrapped_doc = wrapped >= 2 and 2 * wrapped >= open_lines
     if not wrapped_doc and not any(label):
         return lines, 0
     out: list[str] = []
