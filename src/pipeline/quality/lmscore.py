@@ -7,6 +7,7 @@ scored by model f, so with `self` no document is ever scored by a model that saw
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +71,8 @@ class LMScorer:
     info: dict[str, Any] = field(default_factory=dict)
 
     def features(self, texts: list[str], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(features float64 [n, F], script int8 [n]) of texts at global rows `rows` (scored by
-        the model of fold_of(row)). Needs no classifier: runs in the workers."""
+        """(features float64 [n, F], script int8 [n]) of texts with fold keys `rows` (scored by
+        the model of fold_of(key): text_keys(texts)). Needs no classifier: runs in the workers."""
         toks = tokenize(texts, self.params.max_chars)
         fold = fold_of(rows, self.lm.num_folds, self.params.seed)
         return doc_features(self.lm, toks, fold), toks.script
@@ -98,12 +99,27 @@ class Reference:
     """The tokenised reference and the fold of each of its documents."""
 
     tokens: Tokens
-    rows: np.ndarray  # int64: global rows (self) or reference indices (file, builtin)
+    rows: np.ndarray  # uint64: each document's fold key (text_keys)
+
+
+def text_keys(texts: list[str]) -> np.ndarray:
+    """uint64 [n]: a 64-bit hash of each text, the key its fold is drawn from: the same text
+    (an exact copy, or the same document in another run) always falls in the same fold, and
+    nothing else about the corpus moves it."""
+    return np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
+            for t in texts
+        ),
+        np.uint64,
+        len(texts),
+    )
 
 
 def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tuple:
     """(LMScorer without classifiers, Reference), or (why there is none, None): no script has
-    min_reference_docs reference documents. A document's fold is fold_of(its row)."""
+    min_reference_docs reference documents. A document's fold is fold_of(its key): `ref_rows`
+    are the texts' `text_keys`."""
     toks = tokenize(ref_texts, params.max_chars)
     has = toks.lengths > 0
     counts = np.bincount(toks.script[has], minlength=len(SCRIPTS))
