@@ -244,4 +244,4 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=_reduce(sums, counts, cfg), counts=counts)
 
 
-STAGE = Stage("clean", CleanConfig, run, version="1", needs=("download",))
+STAGE = Stage("clean", CleanConfig, run, version="2", needs=("download",))  # 2: v2 rules
