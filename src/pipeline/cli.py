@@ -91,7 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", type=Path, help="new folder to write (see --force)")
     p.add_argument("--stage", help="export this stage's kept documents (all columns)")
     p.add_argument("--shards", action="store_true", help="export shard/ as train/validation")
-    p.add_argument("--to", required=True, choices=["hf", "jsonl", "parquet"], help="format")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=["hf", "jsonl", "parquet", "megatron", "mds", "nanogpt", "litdata"],
+        help="format (megatron, mds, nanogpt, litdata: a trainer's own, with --shards)",
+    )
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     _common(p)
 
