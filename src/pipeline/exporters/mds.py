@@ -19,7 +19,7 @@ stay within size_limit).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +61,14 @@ def samples_per_shard(sample_bytes: int, config_bytes: int) -> int:
     return max((SIZE_LIMIT - 8 - config_bytes) // (sample_bytes + 4), 1)
 
 
-def _rows(split: Split, cols: dict[str, tuple[str, np.dtype]]) -> Iterator[np.ndarray]:
-    """uint8 [rows, sample_bytes]: each row's columns' bytes side by side, block by block."""
-    for ids, seg in split.blocks():
-        parts = {"tokens": ids, "segment_ids": seg}
-        yield np.concatenate(
-            [
-                np.ascontiguousarray(parts[name], dtype=dt).view(np.uint8).reshape(len(ids), -1)
-                for name, (_, dt) in cols.items()
-            ],
-            axis=1,
-        )
+def _fill(buf: np.ndarray, at: int, arrays: dict[str, np.ndarray], cols) -> None:
+    """Rows of `arrays` into buf[at:] (uint8 [rows, sample_bytes]): each column cast straight
+    into its byte range (no temporary per column)."""
+    n, lo = len(next(iter(arrays.values()))), 0
+    for name, (_, dt) in cols.items():
+        hi = lo + arrays[name].shape[1] * dt.itemsize
+        np.copyto(buf[at : at + n, lo:hi].view(dt), arrays[name], casting="unsafe")
+        lo = hi
 
 
 def _write_shard(path: Path, rows: np.ndarray, config: bytes) -> dict[str, Any]:
@@ -96,26 +93,28 @@ def write_split(split: Split, out: Path, progress: Callable[[int], None]) -> int
     config = json.dumps(cfg, sort_keys=True).encode("utf-8")
     per_shard = samples_per_shard(sum(cfg["column_sizes"]), len(config))
     shards: list[dict[str, Any]] = []
-    pending: list[np.ndarray] = []  # rows waiting for a full shard (< per_shard rows in all)
+    sample_bytes = sum(cfg["column_sizes"])
+    buf = np.empty((min(per_shard, split.num_rows), sample_bytes), np.uint8)  # one shard's rows
+    fill = total = 0
 
-    def flush(rows: np.ndarray) -> None:
-        info = _write_shard(folder / f"shard.{len(shards):05d}.mds", rows, config)
-        shards.append({"samples": len(rows), "raw_data": info, "zip_data": None, **cfg})
+    def flush() -> None:
+        info = _write_shard(folder / f"shard.{len(shards):05d}.mds", buf[:fill], config)
+        shards.append({"samples": fill, "raw_data": info, "zip_data": None, **cfg})
 
-    total = 0
-    for block in _rows(split, cols):
-        total += len(block)
-        pending.append(block)
-        have = sum(len(b) for b in pending)
-        if have >= per_shard:
-            rows = np.concatenate(pending)
-            full = len(rows) // per_shard * per_shard
-            for lo in range(0, full, per_shard):
-                flush(rows[lo : lo + per_shard])
-            pending = [rows[full:]] if full < len(rows) else []
-        progress(len(block))
-    if pending and sum(len(b) for b in pending):
-        flush(np.concatenate(pending))
+    for ids, seg in split.blocks():
+        lo = 0
+        while lo < len(ids):
+            take = min(len(ids) - lo, len(buf) - fill)
+            arrays = {"tokens": ids[lo : lo + take], "segment_ids": seg[lo : lo + take]}
+            _fill(buf, fill, arrays, cols)
+            fill, lo = fill + take, lo + take
+            if fill == len(buf):
+                flush()
+                fill = 0
+        total += len(ids)
+        progress(len(ids))
+    if fill:
+        flush()
     index = {"shards": shards, "version": 2}
     (folder / INDEX_NAME).write_text(json.dumps(index, sort_keys=True), encoding="utf-8")
     return total
