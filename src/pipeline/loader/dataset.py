@@ -3,14 +3,17 @@
 Uncompressed members are memory-mapped in place at their offset inside the zip (nothing is
 read whole, so a dataset larger than RAM works); compressed shards, as older pipelines wrote
 them, are decompressed whole into the same cache. At most `max_open_shards` shards are open
-(LRU). Reads the format of pipeline.shards from the files and metadata.json alone, so shards
-written by older pipelines (compressed, other writers) load too.
+(LRU; default: every shard, up to a quarter of the open-file limit, since each map holds one
+file descriptor). A URL (s3://, gs://, any fsspec URL) reads through a bounded local cache
+(pipeline.loader.remote). Reads the format of pipeline.shards from the files and
+metadata.json alone, so shards written by older pipelines (compressed, other writers) load too.
 """
 
 from __future__ import annotations
 
 import json
 import mmap
+import resource
 import struct
 import threading
 import zipfile
@@ -28,6 +31,16 @@ from pipeline.shards import read_npy_header
 METADATA_NAME = "metadata.json"
 REQUIRED_FIELDS = ("input_ids", "segment_ids")
 _LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
+FD_SHARE = 4  # open shard maps may use 1/FD_SHARE of RLIMIT_NOFILE (each map keeps one fd)
+
+
+def default_max_open_shards(num_shards: int) -> int:
+    """Every shard open (a global shuffle then opens each shard once per process: 64 shards at
+    2 open maps reopened one per row, ~8x slower, docs/loader.md), bounded by the soft
+    open-file limit / FD_SHARE so the maps never exhaust the process's descriptors."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    budget = soft // FD_SHARE if soft != resource.RLIM_INFINITY else num_shards
+    return max(1, min(int(num_shards), int(budget)))
 
 
 @dataclass(frozen=True)
@@ -112,17 +125,26 @@ class ShardedTokenDataset:
     lazily in each process. Thread-safe.
     """
 
-    def __init__(self, path: str | Path, max_open_shards: int = 2, verify: bool = False):
-        if max_open_shards < 1:
+    def __new__(cls, path: str | Path | None = None, *args: Any, **kwargs: Any):
+        if cls is ShardedTokenDataset and path is not None and "://" in str(path):
+            from pipeline.loader.remote import RemoteTokenDataset  # fsspec / pyarrow: lazily
+
+            return super().__new__(RemoteTokenDataset)
+        return super().__new__(cls)
+
+    def __init__(self, path: str | Path, max_open_shards: int | None = None, verify: bool = False):
+        if max_open_shards is not None and max_open_shards < 1:
             raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
         self.path = Path(path)
-        self.max_open_shards = int(max_open_shards)
         self.metadata = _read_metadata(self.path)
         self.seq_len = int(self.metadata["seq_len"])
         self.fields = list(self.metadata.get("fields") or REQUIRED_FIELDS)
         entries = _shard_entries(self.path, self.metadata)
         self.shard_files = [self.path / e["file"] for e in entries]
         self.shard_sizes = [int(e["num_samples"]) for e in entries]
+        self.max_open_shards = (
+            default_max_open_shards(len(entries)) if max_open_shards is None else max_open_shards
+        )
         self._members = [
             self._check_shard(p, n) for p, n in zip(self.shard_files, self.shard_sizes, strict=True)
         ]
