@@ -16,7 +16,7 @@ from pipeline.errors import PipelineError
 from pipeline.export import export
 from pipeline.exporters import litdata as litdata_writer
 from pipeline.exporters import mds as mds_writer
-from pipeline.exporters import segments
+from pipeline.exporters.common import segments
 from pipeline.shards import save_npz, shard_name
 
 SEQ_LEN, EOS, PAD = 16, 1, 0

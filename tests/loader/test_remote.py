@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.errors import DataError
 from pipeline.loader import GlobalSampler, ShardedTokenDataset
-from pipeline.loader.remote import RemoteTokenDataset
+from pipeline.loader.dataset import RemoteTokenDataset
 
 from .conftest import write_shards
 
@@ -60,7 +60,7 @@ def test_s3_shards_read_through_a_bounded_cache(s3, tmp_path):
     for idx in GlobalSampler(ds, 8, seed=1):
         got = ds.get_batch(idx)
         assert all(np.array_equal(got[f], want.get_batch(idx)[f]) for f in want.fields)
-        peak = max(peak, ds.cached_bytes())
+        peak = max(peak, ds.cache.cached_bytes())
     assert peak <= 2 * shard_bytes  # the bound held at every step
     assert len(list(cache.glob("*.npz"))) <= 2
     assert not list(cache.glob(".*.tmp"))  # no half-downloaded file left

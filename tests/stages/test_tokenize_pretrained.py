@@ -16,8 +16,10 @@ from pipeline.errors import RecipeError
 from synth_text import sentence
 
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: E402
-from tokenizers import processors, trainers  # noqa: E402
+Tokenizer = tokenizers.Tokenizer
+decoders, models, normalizers = tokenizers.decoders, tokenizers.models, tokenizers.normalizers
+pre_tokenizers, processors = tokenizers.pre_tokenizers, tokenizers.processors
+trainers = tokenizers.trainers
 
 EXTRA = ["Ünïcödé café — naïve façade!", "我们 喜欢 学校 老师", "tabs\tand\nnew lines  ", "x" * 300]
 
@@ -48,7 +50,9 @@ def _wordpiece(texts) -> Tokenizer:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    tok.train_from_iterator(
+        texts, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials)
+    )
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
@@ -98,9 +102,9 @@ def _check_ids(run, texts, path) -> dict:
         want.append(ids if ids and ids[-1] == eos else [*ids, eos])
     parts = sorted((run / "tokenize").glob("part-*.tokens.npy"))
     got = np.concatenate([np.load(p, allow_pickle=False) for p in parts]).tolist()
-    lengths = np.concatenate(
-        [pq.read_table(p).column("num_tokens").to_numpy() for p in sorted((run / "tokenize").glob("part-*.docs.parquet"))]
-    ).tolist()  # fmt: skip
+    docs = sorted((run / "tokenize").glob("part-*.docs.parquet"))
+    lengths = np.concatenate([pq.read_table(p).column("num_tokens").to_numpy() for p in docs])
+    lengths = lengths.tolist()
     assert lengths == [len(w) for w in want]
     assert got == [t for w in want for t in w]
     assert meta["tokenizer_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -116,10 +120,14 @@ def test_wordpiece_ids_equal_the_library_and_sha_reaches_the_shards(tmp_path):
     assert meta["eos_id"] == tok.token_to_id("[SEP]") and meta["pad_id"] == tok.token_to_id("[PAD]")
     shard_meta = json.loads((run / "shard" / "train" / "metadata.json").read_text())
     assert shard_meta["tokenizer_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert shard_meta["pad_id"] == meta["pad_id"] and shard_meta["vocab_size"] == tok.get_vocab_size()
+    assert (
+        shard_meta["pad_id"] == meta["pad_id"] and shard_meta["vocab_size"] == tok.get_vocab_size()
+    )
     report = json.loads((run / "pipeline_report.json").read_text())
     stats = next(s for s in report["stages"] if s["stage"] == "tokenize")["stats"]
-    assert stats["tokenizer_model"] == "WordPiece" and stats["eos_pad_from"] == "tokenizer/tokenizer"
+    assert (
+        stats["tokenizer_model"] == "WordPiece" and stats["eos_pad_from"] == "tokenizer/tokenizer"
+    )
     assert stats["encode_tokens_per_s"] > 0 and stats["encode_wall_tokens_per_s"] > 0
     hf_dir = run / "tokenize" / "hf_tokenizer"
     assert json.loads((hf_dir / "special_tokens_map.json").read_text()) == {

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.exporters import Split, write_bytes
+from pipeline.exporters.common import Split, write_bytes
 
 CHUNK_BYTES = 1 << 26  # target bytes of token data per chunk (64 MiB)
 INDEX_NAME = "index.json"

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.exporters import Split, write_bytes
+from pipeline.exporters.common import Split, write_bytes
 
 SIZE_LIMIT = 1 << 26  # bytes per MDS shard: MDSWriter's default (64 MiB)
 TOKEN_DTYPE = np.dtype(np.int32)  # llm-foundry: `tokens` as ndarray:int32

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.exporters import Split, segments, write_bytes
+from pipeline.exporters.common import Split, segments, write_bytes
 
 INDEX_HEADER = b"MMIDIDX\x00\x00"
 INDEX_VERSION = 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.exporters import Split, segments, write_bytes
+from pipeline.exporters.common import Split, segments, write_bytes
 
 META_NAME = "meta.json"
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import sha256_file
+from pipeline.loader.remote import CACHE_BYTES, ShardCache, is_url
 from pipeline.shards import read_npy_header
 
 METADATA_NAME = "metadata.json"
@@ -126,10 +127,8 @@ class ShardedTokenDataset:
     """
 
     def __new__(cls, path: str | Path | None = None, *args: Any, **kwargs: Any):
-        if cls is ShardedTokenDataset and path is not None and "://" in str(path):
-            from pipeline.loader.remote import RemoteTokenDataset  # fsspec / pyarrow: lazily
-
-            return super().__new__(RemoteTokenDataset)
+        if cls is ShardedTokenDataset and path is not None and is_url(path):
+            return super().__new__(RemoteTokenDataset)  # a URL: through a local cache
         return super().__new__(cls)
 
     def __init__(self, path: str | Path, max_open_shards: int | None = None, verify: bool = False):
@@ -376,3 +375,65 @@ def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
     if sizes is not None and [int(s) for s in sizes] != [int(e["num_samples"]) for e in entries]:
         raise DataError(str(meta_path), "shard_sizes disagrees with the shard list")
     return entries
+
+
+class RemoteTokenDataset(ShardedTokenDataset):
+    """ShardedTokenDataset over a URL (pipeline.loader.remote): each shard is fetched and
+    sha256-verified into `cache_dir` on first use; the cache holds at most `cache_bytes` of
+    shards (more only while the open ones need it). `verify=True` fetches every shard now."""
+
+    def __init__(
+        self,
+        path: str,
+        max_open_shards: int | None = None,
+        verify: bool = False,
+        *,
+        cache_dir: str | Path | None = None,
+        cache_bytes: int = CACHE_BYTES,
+    ):
+        if max_open_shards is not None and max_open_shards < 1:
+            raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
+        self.url = str(path)
+        self.cache = ShardCache(self.url, cache_dir, cache_bytes)
+        self.cache.metadata()
+        self.path = self.cache.folder
+        self.metadata = meta = _read_metadata(self.path)
+        if "split" not in meta and self.url.split("?")[0].rstrip("/").endswith("/eval"):
+            meta["split"] = "eval"  # the URL names an eval folder: GlobalSampler reads in order
+        self.seq_len = int(meta["seq_len"])
+        self.fields = list(meta.get("fields") or REQUIRED_FIELDS)
+        self._entries = list(meta["shards"])
+        self.shard_files = [self.path / e["file"] for e in self._entries]
+        self.shard_sizes = [int(e["num_samples"]) for e in self._entries]
+        self.max_open_shards = max_open_shards or default_max_open_shards(len(self._entries))
+        self._members: list[dict[str, Member] | None] = [None] * len(self._entries)
+        self._bounds = np.cumsum([0, *self.shard_sizes]).astype(np.int64)
+        declared = meta.get("field_dtypes") or {}
+        self.dtypes = {f: np.dtype(declared.get(f, "int32")) for f in self.fields}
+        self._init_cache()
+        if self._entries:
+            self.dtypes = {f: m.dtype for f, m in self._fetch(0).items()}
+        for s in range(len(self._entries)) if verify else ():
+            self._fetch(s)
+
+    def _fetch(self, s: int) -> dict[str, Member]:
+        """Shard s in the cache (fetched and verified if needed) and its checked members."""
+        busy = {self.shard_files[i].name for i in list(self._open)}
+        entry = self._entries[s]
+        path, fetched = self.cache.ensure(entry["file"], entry.get("sha256"), busy)
+        if fetched or self._members[s] is None:
+            self._members[s] = self._check_shard(path, self.shard_sizes[s])
+        return self._members[s]
+
+    def shard(self, s: int) -> dict[str, np.ndarray]:
+        if s not in self._open:  # a miss: fetched and checked before the base class maps it
+            self._fetch(s)
+        return super().shard(s)
+
+    def verify(self, entries: list[dict[str, Any]] | None = None) -> None:
+        """Every shard fetched now (each is verified when fetched)."""
+        for s in range(len(self._entries)):
+            self._fetch(s)
+
+    def __repr__(self) -> str:
+        return f"RemoteTokenDataset({self.url!r}, samples={len(self)}, cache={self.cache.folder})"

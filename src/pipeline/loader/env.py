@@ -2,13 +2,13 @@
 EVAL_DATA_PATH (the eval shards). Each may name a shard folder (with metadata.json), a run
 folder (its shard/train or shard/eval is used) or a shard/ folder (its train/ or eval/), or a
 URL of a shard folder. A variable that is unset or set but empty is a ValueError naming it.
+`TokenLoader.from_env()` and `pipeline bench --shards env` read them through `data_path`.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 ENV_VARS = {"train": "TRAIN_DATA_PATH", "eval": "EVAL_DATA_PATH"}
 
@@ -40,35 +40,3 @@ def resolve_shard_folder(path: str, split: str) -> str:
         if (candidate / "metadata.json").is_file():
             return str(candidate)
     return path
-
-
-def loader_from_env(
-    batch_size: int,
-    *,
-    split: str = "train",
-    seed: int = 0,
-    world_size: int = 1,
-    rank: int = 0,
-    order: str = "auto",
-    drop_last: bool = False,
-    dataset_kwargs: dict[str, Any] | None = None,
-    **loader_kwargs: Any,
-):
-    """TokenLoader(ShardedTokenDataset(data_path(split)), GlobalSampler(...)): the eval split
-    reads in order (GlobalSampler's `auto` on an eval folder); loader_kwargs go to TokenLoader
-    (num_workers, pin_memory, prefetch, as_torch)."""
-    from pipeline.loader.dataset import ShardedTokenDataset
-    from pipeline.loader.loader import TokenLoader
-    from pipeline.loader.sampler import GlobalSampler
-
-    ds = ShardedTokenDataset(data_path(split), **(dataset_kwargs or {}))
-    sampler = GlobalSampler(
-        ds,
-        batch_size,
-        seed=seed,
-        world_size=world_size,
-        rank=rank,
-        order=order,
-        drop_last=drop_last,
-    )
-    return TokenLoader(ds, sampler, **loader_kwargs)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.loader.dataset import ShardedTokenDataset
+from pipeline.loader.env import data_path
 from pipeline.loader.sampler import GlobalSampler
 from pipeline.loader.seeds import WorkerInit
 
@@ -50,7 +51,7 @@ class TokenLoader:
     (see GlobalSampler). `state_dict()` / `load_state_dict()` checkpoint the delivered position.
     Each worker is seeded with worker_seed(seed, worker_id, epoch) (numpy, random, torch);
     `seed` defaults to the sampler's. `TokenLoader.from_env()` reads TRAIN_DATA_PATH /
-    EVAL_DATA_PATH (pipeline.loader.env).
+    EVAL_DATA_PATH.
     """
 
     def __init__(
@@ -101,12 +102,28 @@ class TokenLoader:
             s.cursor, s.padded = d["cursor"], d["padded"]
 
     @classmethod
-    def from_env(cls, batch_size: int, *, split: str = "train", **kwargs: Any) -> TokenLoader:
+    def from_env(
+        cls,
+        batch_size: int,
+        *,
+        split: str = "train",
+        seed: int = 0,
+        world_size: int = 1,
+        rank: int = 0,
+        order: str = "auto",
+        drop_last: bool = False,
+        dataset_kwargs: dict[str, Any] | None = None,
+        **loader_kwargs: Any,
+    ) -> TokenLoader:
         """The loader of the shards a platform names in TRAIN_DATA_PATH (split "train") or
-        EVAL_DATA_PATH ("eval"); see pipeline.loader.env.loader_from_env for the arguments."""
-        from pipeline.loader.env import loader_from_env
-
-        return loader_from_env(batch_size, split=split, **kwargs)
+        EVAL_DATA_PATH ("eval"): a ValueError names a variable that is unset or empty. The eval
+        split reads in order (GlobalSampler's `auto`); loader_kwargs go to TokenLoader."""
+        ds = ShardedTokenDataset(data_path(split), **(dataset_kwargs or {}))
+        sampler = GlobalSampler(
+            ds, batch_size, seed=seed, world_size=world_size, rank=rank, order=order,
+            drop_last=drop_last,
+        )  # fmt: skip
+        return cls(ds, sampler, **loader_kwargs)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         self.worker_init.epoch = self.sampler.epoch  # the workers this pass starts see it

@@ -1,14 +1,14 @@
-"""Shards on a URL: `ShardedTokenDataset("s3://bucket/run/shard/train")` (or gs://, hdfs://, any
-fsspec URL, a query string passing options: `?endpoint_override=host:port&scheme=http`) reads
-through a local cache folder bounded to `cache_bytes`.
+"""Shards on a URL, fetched into a bounded local cache: `ShardedTokenDataset("s3://bucket/run/
+shard/train")` (or gs://, hdfs://, any fsspec URL; a query string passes options, e.g.
+`?endpoint_override=host:port&scheme=http`) builds a RemoteTokenDataset over a ShardCache.
 
 metadata.json is fetched when the dataset is built; a shard on its first use, streamed into a
 temp file while its sha256 is computed, checked against metadata.json and only then renamed into
-the cache (a file in the cache is always a verified one, across processes and restarts). Past
-the bound, the least recently used cached shards that are not open are deleted (a deleted file's
-map stays valid until closed). The cache folder defaults to
-$PIPELINE_SHARD_CACHE or ~/.cache/pipeline/shards, one subfolder per URL. pyarrow's filesystems
-first (s3, gcs, hdfs, local), fsspec for every other protocol; both imported only here.
+the cache: a file in the cache is always a verified one, across processes and restarts. Past
+`cache_bytes`, the least recently used cached shards that are not in use are deleted (a deleted
+file's map stays valid until it is closed). The cache folder defaults to $PIPELINE_SHARD_CACHE
+or ~/.cache/pipeline/shards, one subfolder per URL. pyarrow's filesystems first (s3, gcs, hdfs,
+local), fsspec for every other protocol; both imported only when a URL is opened.
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.loader.dataset import (
-    METADATA_NAME,
-    ShardedTokenDataset,
-    _read_metadata,
-    default_max_open_shards,
-)
 
 CACHE_BYTES = 64 << 30  # default bound of the local cache (64 GiB)
 CHUNK = 8 << 20  # bytes per read from the URL
+METADATA_NAME = "metadata.json"
+
+
+def is_url(path: Any) -> bool:
+    return "://" in str(path)
 
 
 def open_url(url: str) -> tuple[Any, str]:
@@ -78,105 +77,65 @@ def fetch(fs: Any, src: str, dest: Path, want_sha256: str | None) -> None:
         tmp.unlink(missing_ok=True)
 
 
-class RemoteTokenDataset(ShardedTokenDataset):
-    """ShardedTokenDataset over a URL; shards are fetched (and verified) on first use into
-    `cache_dir`, which holds at most `cache_bytes` of shards (at least the open ones)."""
+class ShardCache:
+    """The local copy of a URL's shard folder, at most `cache_bytes` of shards (more only while
+    the shards in use need it). Picklable: the filesystem is reopened in each process."""
 
-    def __init__(
-        self,
-        path: str,
-        max_open_shards: int | None = None,
-        verify: bool = False,
-        *,
-        cache_dir: str | Path | None = None,
-        cache_bytes: int = CACHE_BYTES,
-    ):
+    def __init__(self, url: str, cache_dir: str | Path | None, cache_bytes: int):
         if cache_bytes <= 0:
             raise ValueError(f"cache_bytes must be > 0, got {cache_bytes}")
-        self.url = str(path)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir(self.url)
+        self.url = str(url)
+        self.folder = Path(cache_dir) if cache_dir is not None else default_cache_dir(self.url)
         self.cache_bytes = int(cache_bytes)
-        fs, self._root = open_url(self.url)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        fetch(fs, f"{self._root}/{METADATA_NAME}", self.cache_dir / METADATA_NAME, None)
-        meta = _read_metadata(self.cache_dir)
-        if "split" not in meta and self.url.split("?")[0].rstrip("/").endswith("/eval"):
-            meta["split"] = "eval"  # the folder name says eval: GlobalSampler reads it in order
-        self._remote_meta = meta
-        self.path = self.cache_dir
-        self.metadata = meta
-        self.seq_len = int(meta["seq_len"])
-        self.fields = list(meta.get("fields") or ("input_ids", "segment_ids"))
-        self._entries = list(meta["shards"])
-        self.shard_files = [self.cache_dir / e["file"] for e in self._entries]
-        self.shard_sizes = [int(e["num_samples"]) for e in self._entries]
-        if max_open_shards is not None and max_open_shards < 1:
-            raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
-        self.max_open_shards = max_open_shards or default_max_open_shards(len(self._entries))
-        self._members = [None] * len(self._entries)  # read when the shard is first fetched
-        import numpy as np
-
-        self._bounds = np.cumsum([0, *self.shard_sizes]).astype(np.int64)
-        declared = meta.get("field_dtypes") or {}
-        self.dtypes = {f: np.dtype(declared.get(f, "int32")) for f in self.fields}
-        self._init_cache()
-        if self._entries:
-            self.dtypes = {f: m.dtype for f, m in self._local(0).items()}
-        if verify:
-            for s in range(len(self._entries)):
-                self._local(s)  # every shard fetched once, so verified once
-
-    # ------------------------------------------------------------ the local cache
-
-    def _init_cache(self) -> None:
-        super()._init_cache()
-        self._fetch_lock = threading.Lock()
-        self._fs = None  # reopened lazily in each process (filesystems do not pickle)
+        self._fs, self._root = open_url(self.url)
+        self._lock = threading.Lock()
+        self.folder.mkdir(parents=True, exist_ok=True)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        for key in ("_fetch_lock", "_fs"):
-            state.pop(key, None)
-        return state
+        return {k: v for k, v in self.__dict__.items() if k not in ("_fs", "_lock")}
 
-    def _local(self, s: int) -> dict:
-        """Members of shard s, fetching (and verifying) it into the cache first if needed."""
-        path = self.shard_files[s]
-        if not path.is_file():
-            if self._fs is None:
-                self._fs, self._root = open_url(self.url)
-            name = self._entries[s]["file"]
-            fetch(self._fs, f"{self._root}/{name}", path, self._entries[s].get("sha256"))
-            self._members[s] = None
-            self._evict(keep=path)
-        os.utime(path)  # recency, for the eviction order
-        if self._members[s] is None:
-            self._members[s] = self._check_shard(path, self.shard_sizes[s])
-        return self._members[s]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fs, self._lock = None, threading.Lock()
 
-    def _evict(self, keep: Path) -> None:
-        """Delete the least recently used cached shards, never an open one nor `keep`, until
-        the cache holds at most cache_bytes (or only shards in use)."""
-        cached = [p for p in self.shard_files if p.is_file()]
+    def _get(self, name: str, sha256: str | None) -> Path:
+        if self._fs is None:
+            self._fs, self._root = open_url(self.url)
+        fetch(self._fs, f"{self._root}/{name}", self.folder / name, sha256)
+        return self.folder / name
+
+    def metadata(self) -> Path:
+        """metadata.json fetched afresh (the URL's current one)."""
+        return self._get(METADATA_NAME, None)
+
+    def ensure(self, name: str, sha256: str | None, busy: set[str]) -> tuple[Path, bool]:
+        """(local path, fetched now) of shard `name`, fetched and verified if it is not cached;
+        a fetch then evicts other shards (never one in `busy`) down to the bound."""
+        with self._lock:
+            path = self.folder / name
+            fetched = not path.is_file()
+            if fetched:
+                self._get(name, sha256)
+                self.evict(busy | {name})
+            os.utime(path)  # recency, for the eviction order
+            return path, fetched
+
+    def evict(self, busy: set[str]) -> None:
+        """Delete least recently used cached shards (not in `busy`) until within the bound."""
+        cached = [p for p in self.folder.iterdir() if p.is_file() and p.name != METADATA_NAME]
+        cached = [p for p in cached if not p.name.startswith(".")]
         used = sum(p.stat().st_size for p in cached)
-        busy = {self.shard_files[i] for i in list(self._open)} | {keep}
         for p in sorted(cached, key=lambda p: p.stat().st_mtime):
             if used <= self.cache_bytes:
                 break
-            if p not in busy:
+            if p.name not in busy:
                 used -= p.stat().st_size
                 p.unlink(missing_ok=True)
 
     def cached_bytes(self) -> int:
         """Bytes of shards in the cache folder now."""
-        return sum(p.stat().st_size for p in self.shard_files if p.is_file())
-
-    def shard(self, s: int) -> dict:
-        if s not in self._open:  # a miss: fetch and check it before the base class maps it
-            with self._fetch_lock:
-                self._local(s)
-                return super().shard(s)
-        return super().shard(s)
-
-    def __repr__(self) -> str:
-        return f"RemoteTokenDataset({self.url!r}, samples={len(self)}, cache={self.cache_dir})"
+        return sum(
+            p.stat().st_size
+            for p in self.folder.iterdir()
+            if p.is_file() and p.name != METADATA_NAME and not p.name.startswith(".")
+        )
