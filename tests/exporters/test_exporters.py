@@ -315,3 +315,46 @@ def test_cli_exports_megatron(run, tmp_path, capsys):
     assert main(["export", str(run), str(tmp_path / "m"), "--shards", "--to", "megatron"]) == 0
     out = capsys.readouterr().out
     assert "sequences (megatron)" in out and "IndexedDataset" in out
+
+
+@pytest.mark.slow
+def test_megatron_gpt_dataset_builds_its_samples_from_the_export(tmp_path):
+    """Megatron's own GPTDataset (what pretrain_gpt.py trains on) builds train and valid
+    samples of its --seq-length from the export: each sample is a window of our documents
+    concatenated in GPTDataset's document order."""
+    pytest.importorskip("megatron.core.datasets.gpt_dataset")
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+
+    class Tok:  # what GPTDataset reads of a tokenizer
+        eod, pad, vocab_size = EOS, PAD, 300
+        unique_identifiers = {"class": "Tok"}
+
+    run = make_run(tmp_path / "run", sizes={"train": [200, 200], "eval": [50]})
+    out = tmp_path / "m"
+    export(run, out, "megatron", shards=True, progress=False)
+    cfg = GPTDatasetConfig(
+        random_seed=1234,
+        sequence_length=16,
+        blend_per_split=[([str(out / "train")], None), ([str(out / "val")], None), None],
+        tokenizer=Tok(),
+        reset_position_ids=False,
+        reset_attention_mask=False,
+        eod_mask_loss=False,
+        path_to_cache=str(tmp_path / "cache"),
+        mid_level_dataset_surplus=0.005,
+    )
+    train, valid, _ = BlendedMegatronDatasetBuilder(
+        GPTDataset, [10, 2, 0], lambda: True, cfg
+    ).build()
+    docs = reference_segments(*shard_rows(run, "train"))
+    # GPTDataset concatenates the documents in its shuffled document_index order
+    stream = [t for d in train.document_index.tolist() for t in docs[d].tolist()]
+    text = "," + ",".join(map(str, stream)) + ","
+    for i in range(8):
+        s = train[i]
+        window = [*s["tokens"].tolist(), int(s["labels"][-1])]
+        assert "," + ",".join(map(str, window)) + "," in text  # a window of that stream
+    assert len(train) >= 10 and len(valid) >= 2
