@@ -1,9 +1,12 @@
 """The loader's defaults on the global-shuffle shape of issue 25: 64 shards x 4096 samples x
 seq_len 2048 (uint16 input_ids + segment_ids: 1 GiB of input_ids, 2 GiB of files, page-cached),
 batch 32, one process. GlobalSampler(ds, 32) + get_batch with ShardedTokenDataset's default
-max_open_shards (every shard, bounded by the open-file limit) against the old default of 2.
+max_open_shards (every shard, bounded by the open-file limit) against the old default of 2, and
+a yardstick: the same rows copied one by one from plain np.memmap views (what the machine's
+memory gives under its current load).
 Wall MB/s and MB per CPU-second (the process's user + system time: what one core delivers on a
-shared machine). Synthetic shards in a temp folder, removed after. Writes outputs/benchmarks/loader_defaults.json.
+shared machine). Synthetic shards in a temp folder, removed after. Writes
+outputs/benchmarks/loader_defaults.json.
 """
 
 from __future__ import annotations
@@ -61,6 +64,33 @@ def run(folder: Path, max_open: int | None, steps: int) -> dict:
     }
 
 
+def reference(folder: Path, steps: int) -> dict:
+    """The machine's yardstick: the same batches copied row by row from np.memmap views of
+    every shard, opened once (no dataset, no checks): what a perfect loader costs here."""
+    from pipeline.shards import npz_member
+
+    ds = ShardedTokenDataset(folder)
+    maps = [npz_member(p, "input_ids") for p in ds.shard_files]
+    it = iter(GlobalSampler(ds, B, seed=0))
+    for _ in range(20):
+        next(it)
+    out = np.empty((B, SEQ), np.uint16)
+    t0, c0, nbytes = time.perf_counter(), time.process_time(), 0
+    for _ in range(steps):
+        shard, row = ds.locate(next(it))
+        for i, (sh, r) in enumerate(zip(shard.tolist(), row.tolist(), strict=True)):
+            out[i] = maps[sh][r]
+        nbytes += out.nbytes
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {
+        "max_open_shards": len(maps),
+        "input_ids_mb_per_s": round(nbytes / secs / 1e6, 1),
+        "input_ids_mb_per_cpu_s": round(nbytes / max(cpu, 1e-9) / 1e6, 1),
+        "shard_opens": len(maps),
+        "seconds": round(secs, 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shards", type=int, default=64)
@@ -72,10 +102,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-loader-defaults-") as tmp:
         folder = Path(tmp)
         make_shards(folder, args.shards, args.rows)
-        runs = {"default": [], "max_open_shards_2": []}
-        for _ in range(args.repeats):  # interleaved: a load spike hits both alike
+        runs = {"default": [], "max_open_shards_2": [], "reference_row_copy": []}
+        for _ in range(args.repeats):  # interleaved: a load spike hits all alike
             runs["default"].append(run(folder, None, args.steps))
             runs["max_open_shards_2"].append(run(folder, 2, args.steps))
+            runs["reference_row_copy"].append(reference(folder, args.steps))
     summary = {
         name: {
             "median_input_ids_mb_per_s": statistics.median(r["input_ids_mb_per_s"] for r in rs),

@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser(
-        "export", help="a stage's documents or the shards as a datasets folder, JSONL or Parquet"
+        "export",
+        help="a stage's documents or the shards as a datasets folder, JSONL or Parquet, or the "
+        "shards for Megatron, Mosaic MDS, nanoGPT or litdata",
     )
     p.add_argument("run_dir", type=Path)
     p.add_argument("out", type=Path, help="new folder to write (see --force)")
