@@ -12,6 +12,7 @@ The seed mixes (seed, worker_id, epoch) through a SeedSequence rather than the e
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +33,6 @@ def worker_seed(seed: int, worker_id: int, epoch: int) -> int:
 
 def seed_everything(seed: int) -> None:
     """Seed numpy's global generator, `random` and torch (when it is imported) with `seed`."""
-    import sys
-
     np.random.seed(seed)
     random.seed(seed)
     torch = sys.modules.get("torch")

@@ -13,15 +13,10 @@ from typing import Protocol
 import numpy as np
 
 from pipeline.loader.cache import BatchCache
+from pipeline.loader.sampler import dataset_split
 
 Batch = dict[str, np.ndarray]
 _STEP_TAG, _ORDER_TAG = 0x5354, 0x4F52  # keep the step and sweep-order streams apart
-
-
-def _split(ds: object) -> str:
-    from pipeline.loader.sampler import dataset_split
-
-    return dataset_split(ds)
 
 
 class BatchSource(Protocol):
@@ -90,7 +85,7 @@ class StepDataset:
         self.steps_per_sweep = steps_per_sweep or max(n // batch_size, 1)
         self.num_steps = self.steps_per_sweep  # step keys: 0 .. steps_per_sweep - 1
         self.max_steps = int(max_steps)  # 0: no cap
-        if augment is not None and _split(ds) == "eval":
+        if augment is not None and dataset_split(ds) == "eval":
             raise ValueError("eval data is never augmented: pass augment=None for an eval split")
         self.cache, self.augment, self.epoch = cache, augment, 0
 
