@@ -24,7 +24,8 @@ def _upload(fs, local, root: str) -> None:
 
 @pytest.fixture
 def s3(monkeypatch):
-    """(pyarrow S3FileSystem, URL query) of a fresh moto server with bucket `bkt`."""
+    """(pyarrow S3FileSystem, URL query) of a moto server with an empty bucket `loader-remote`,
+    deleted after: moto keeps its buckets per process, across servers (test_storage uses `bkt`)."""
     server = pytest.importorskip("moto.server")
     import pyarrow.fs as pafs
 
@@ -39,9 +40,10 @@ def s3(monkeypatch):
     try:
         host, port = moto.get_host_and_port()
         opts = {"endpoint_override": f"{host}:{port}", "scheme": "http", "region": "us-east-1"}
-        fs = pafs.S3FileSystem(**opts, allow_bucket_creation=True)
-        fs.create_dir("bkt")
+        fs = pafs.S3FileSystem(**opts, allow_bucket_creation=True, allow_bucket_deletion=True)
+        fs.create_dir("loader-remote")
         yield fs, f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+        fs.delete_dir("loader-remote")
     finally:
         moto.stop()
 
@@ -49,8 +51,8 @@ def s3(monkeypatch):
 def test_s3_shards_read_through_a_bounded_cache(s3, tmp_path):
     fs, query = s3
     local = write_shards(tmp_path / "train", [30, 30, 30, 10])
-    _upload(fs, local, "bkt/run/shard/train")
-    url = f"s3://bkt/run/shard/train?{query}"
+    _upload(fs, local, "loader-remote/run/shard/train")
+    url = f"s3://loader-remote/run/shard/train?{query}"
     shard_bytes = max(p.stat().st_size for p in local.glob("*.npz"))
     cache = tmp_path / "cache"
     ds = ShardedTokenDataset(url, max_open_shards=1, cache_dir=cache, cache_bytes=2 * shard_bytes)
@@ -73,8 +75,8 @@ def test_a_corrupt_shard_on_the_url_is_refused(s3, tmp_path):
     raw = bytearray(bad.read_bytes())
     raw[-40] ^= 0xFF  # same size, other bytes: metadata's sha256 no longer matches
     bad.write_bytes(bytes(raw))
-    _upload(fs, local, "bkt/r/train")
-    ds = ShardedTokenDataset(f"s3://bkt/r/train?{query}", cache_dir=tmp_path / "c")
+    _upload(fs, local, "loader-remote/r/train")
+    ds = ShardedTokenDataset(f"s3://loader-remote/r/train?{query}", cache_dir=tmp_path / "c")
     assert ds[0]["input_ids"][0] == 0  # shard 0 is fine
     with pytest.raises(DataError, match="sha256 .* does not match metadata.json"):
         ds[15]
