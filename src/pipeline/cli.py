@@ -92,13 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser(
-        "export", help="a stage's documents or the shards as a datasets folder, JSONL or Parquet"
+        "export",
+        help="a stage's documents or the shards as a datasets folder, JSONL or Parquet, or the "
+        "shards for Megatron, Mosaic MDS, nanoGPT or litdata",
     )
     p.add_argument("run_dir", type=Path)
     p.add_argument("out", type=Path, help="new folder to write (see --force)")
     p.add_argument("--stage", help="export this stage's kept documents (all columns)")
     p.add_argument("--shards", action="store_true", help="export shard/ as train/validation")
-    p.add_argument("--to", required=True, choices=["hf", "jsonl", "parquet"], help="format")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=["hf", "jsonl", "parquet", "megatron", "mds", "nanogpt", "litdata"],
+        help="format (megatron, mds, nanogpt, litdata: a trainer's own, with --shards)",
+    )
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     _common(p)
 
@@ -110,7 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("bench", help="measure loader throughput on a shard folder")
-    p.add_argument("--shards", required=True, type=Path, help="shard folder (train/ or eval/)")
+    p.add_argument(
+        "--shards",
+        required=True,
+        help="shard folder (train/ or eval/), or `env`: the folder TRAIN_DATA_PATH names",
+    )
     p.add_argument(
         "--preset",
         default="none",
@@ -124,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=200, help="batches to deliver")
     p.add_argument("--seed", type=int, default=0, help="sampler seed")
     p.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch")
-    p.add_argument("--max-open-shards", type=int, default=2, help="shard maps kept open")
+    p.add_argument(
+        "--max-open-shards", type=int, help="shard maps kept open (default: all, fd-bounded)"
+    )
     p.add_argument(
         "--steps-per-sweep",
         type=int,
@@ -291,8 +304,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         write_result,
     )
 
+    shards = str(args.shards)
+    if shards == "env":
+        from pipeline.loader.env import data_path
+
+        try:
+            shards = data_path("train")
+        except ValueError as exc:
+            raise PipelineError(f"bench --shards env: {exc}") from None
     cfg = BenchConfig(
-        shards=str(args.shards),
+        shards=shards,
         preset=args.preset,
         order=args.order,
         batch_size=args.batch_size,

@@ -6,7 +6,9 @@ adds `input_ids` per document (EOS included), pack and `--shards` give one row p
 `input_ids`/`segment_ids`. Token columns are int32, as `datasets` stores tokenizer output.
 Shards export as splits `train` and `validation` (shard/eval: HF's name for a held-out split).
 Everything is written into a temp folder beside OUT and renamed into place: OUT is never partial.
-Rejected documents are not exported (`pipeline inspect` shows them).
+Rejected documents are not exported (`pipeline inspect` shows them). `--shards --to megatron|mds|
+nanogpt|litdata` writes a trainer's own format instead (pipeline.exporters), through the same
+temp folder and rename.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import exporters
 from pipeline.errors import DataError, PipelineError
 from pipeline.manifest import Manifest
 from pipeline.parts import PARQUET_KW, group_parts, part_name, read_table
 from pipeline.progress import Progress
 from pipeline.shards import METADATA_NAME, npz_member
 
-FORMATS = ("hf", "jsonl", "parquet")
+FORMATS = ("hf", "jsonl", "parquet", *exporters.TRAINER_FORMATS)
 SHARD_SPLITS = {"train": "train", "eval": "validation"}  # shard/<folder> -> split name
 ROWS_PER_BATCH = 4096  # sequences converted to Arrow at a time (~32 MB at seq_len 2048)
 TOKEN_TYPE = pa.int32()  # what datasets uses for input_ids; torch embeddings take int32
@@ -48,8 +51,9 @@ class Exported:
             "hf": f"datasets.load_from_disk({str(self.out)!r})",
             "jsonl": f"datasets.load_dataset({str(self.out)!r})",
             "parquet": f"datasets.load_dataset({str(self.out)!r})",
-        }[self.fmt]
-        return f"{self.out}: {counts} rows ({self.fmt}); load with {how}"
+        }.get(self.fmt) or exporters.READERS[self.fmt].replace("OUT", str(self.out))
+        unit = exporters.UNITS.get(self.fmt, "rows")
+        return f"{self.out}: {counts} {unit} ({self.fmt}); load with {how}"
 
 
 # ---------------------------------------------------------------- readers: Arrow tables
@@ -256,6 +260,8 @@ def export(
     run_dir, out = Path(run_dir), Path(out)
     if fmt not in FORMATS:
         raise PipelineError(f"--to: got {fmt!r}, expected one of {', '.join(FORMATS)}")
+    if fmt in exporters.TRAINER_FORMATS and not shards:
+        raise PipelineError(f"--to {fmt} writes the token shards for a trainer: add --shards")
     if out.exists() and not force:
         raise PipelineError(f"{out} exists; choose a new folder or pass --force to replace it")
     _check_out(run_dir, out)
@@ -274,7 +280,10 @@ def export(
     try:
         if fmt != "hf":
             tmp.mkdir()
-        rows = _write(splits, fmt, tmp, shards, bar)
+        if fmt in exporters.TRAINER_FORMATS:
+            rows = exporters.write(fmt, run_dir, tmp, bar.update)
+        else:
+            rows = _write(splits, fmt, tmp, shards, bar)
         _replace(tmp, out)
     finally:
         bar.close()

@@ -13,6 +13,7 @@ from pipeline.loader.dataset import ShardedTokenDataset
 from pipeline.loader.mask import make_doc_mask
 from pipeline.loader.repack import RepackingDataset
 from pipeline.loader.sampler import GlobalSampler, owner_and_local_index
+from pipeline.loader.seeds import WorkerInit, worker_seed
 
 _LAZY = {  # name -> module: these import torch, so only when asked for
     "TokenLoader": "pipeline.loader.loader",
@@ -23,6 +24,7 @@ _LAZY = {  # name -> module: these import torch, so only when asked for
     "PRESETS": "pipeline.loader.transforms",
     "get_preset": "pipeline.loader.transforms",
     "BatchPrefetcher": "pipeline.loader.prefetch",
+    "data_path": "pipeline.loader.env",
 }
 
 
@@ -43,7 +45,10 @@ __all__ = [
     "ShardedTokenDataset",
     "StepDataset",
     "TokenLoader",
+    "WorkerInit",
+    "data_path",
     "make_doc_mask",
     "get_preset",
     "owner_and_local_index",
+    "worker_seed",
 ]

@@ -50,7 +50,7 @@ class BenchConfig:
     steps: int = 200
     seed: int = 0
     step_ms: float = 0.0  # simulated training step per batch: shows how much of it hides loading
-    max_open_shards: int = 2
+    max_open_shards: int | None = None  # None: every shard (bounded by the open-file limit)
     window_shards: int = 2
     steps_per_sweep: int = 0  # > 0: StepDataset steps (drawn with replacement) instead of --order
     cache_policy: str | None = None  # overrides the preset's

@@ -38,7 +38,7 @@ class IterableTokenShards(IterableDataset):
         world_size: int = 1,
         rank: int = 0,
         shuffle_buffer: int = 1000,
-        max_open_shards: int = 2,
+        max_open_shards: int | None = None,
     ):
         super().__init__()
         if not 0 <= rank < world_size:
