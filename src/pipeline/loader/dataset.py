@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import mmap
-import struct
 import threading
-import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,56 +20,13 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import sha256_file
-from pipeline.shards import read_npy_header
+from pipeline.shards import Member, open_member, read_members
 
 METADATA_NAME = "metadata.json"
 REQUIRED_FIELDS = ("input_ids", "segment_ids")
-_LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
-
-
-@dataclass(frozen=True)
-class Member:
-    """One `<field>.npy` inside a shard: where its data starts and what it holds."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fortran: bool
-    offset: int  # byte offset of the array data in the .npz file (stored members only)
-    stored: bool  # False: deflated, so it is decompressed rather than mapped
 
 
 # ---------------------------------------------------------------- format
-
-
-def read_members(path: Path) -> dict[str, Member]:
-    """{field: Member} of an .npz, from the zip directory and the .npy headers only."""
-    out = {}
-    try:
-        with zipfile.ZipFile(path) as zf, open(path, "rb") as raw:
-            for info in zf.infolist():
-                if not info.filename.endswith(".npy"):
-                    continue
-                field = info.filename[:-4]
-                stored = info.compress_type == zipfile.ZIP_STORED
-                if stored:
-                    raw.seek(info.header_offset)
-                    local = raw.read(_LOCAL_HEADER)
-                    if local[:4] != b"PK\x03\x04":
-                        raise ValueError(f"bad zip local header for {info.filename}")
-                    name_len, extra_len = struct.unpack("<HH", local[26:30])
-                    raw.seek(info.header_offset + _LOCAL_HEADER + name_len + extra_len)
-                    shape, fortran, dtype = read_npy_header(raw)
-                    offset = raw.tell()
-                else:
-                    with zf.open(info) as f:
-                        shape, fortran, dtype = read_npy_header(f)
-                    offset = -1
-                if dtype.hasobject:
-                    raise ValueError(f"{info.filename} holds Python objects; refusing to load")
-                out[field] = Member(tuple(shape), dtype, fortran, offset, stored)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise DataError(str(path), f"not a readable .npz shard ({exc})") from None
-    return out
 
 
 def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
@@ -90,14 +44,9 @@ def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray
     return arrays
 
 
-def _open_compressed(path: Path, fields: list[str]) -> dict[str, np.ndarray]:
+def _open_compressed(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
     """Whole fields decompressed into memory (a deflated member cannot be mapped)."""
-    with zipfile.ZipFile(path) as zf:
-        out = {}
-        for field in fields:
-            with zf.open(f"{field}.npy") as f:
-                out[field] = np.lib.format.read_array(f, allow_pickle=False)
-        return out
+    return {field: open_member(path, field, m) for field, m in members.items()}
 
 
 # ---------------------------------------------------------------- dataset
@@ -212,7 +161,7 @@ class ShardedTokenDataset:
         if all(m.stored for m in members.values()):
             arrays = _open_stored(self.shard_files[s], members)
         else:
-            arrays = _open_compressed(self.shard_files[s], list(members))
+            arrays = _open_compressed(self.shard_files[s], members)
         with self._lock:
             self.num_opens += 1
             self._open[s] = arrays
