@@ -20,10 +20,10 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import sha256_file
+from pipeline.loader.schema import REQUIRED_FIELDS, check_metadata
 from pipeline.shards import Member, open_member, read_members
 
 METADATA_NAME = "metadata.json"
-REQUIRED_FIELDS = ("input_ids", "segment_ids")
 
 
 # ---------------------------------------------------------------- format
@@ -262,26 +262,12 @@ def _read_metadata(path: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise DataError(str(meta_path), f"not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise DataError(str(meta_path), "expected a JSON object")
-    for key in ("seq_len", "shards"):
-        if key not in meta:
-            raise DataError(str(meta_path), f"key '{key}' is missing")
-    fields = meta.get("fields") or list(REQUIRED_FIELDS)
-    missing = [f for f in REQUIRED_FIELDS if f not in fields]
-    if missing:
-        raise DataError(str(meta_path), f"fields {fields} lack {missing}: not token shards")
-    return meta
+    return check_metadata(meta, meta_path)
 
 
 def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """metadata.json's shard list, checked against the folder and its own totals."""
-    meta_path = path / METADATA_NAME
-    entries = meta["shards"]
-    if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and "file" in e and "num_samples" in e for e in entries
-    ):
-        raise DataError(str(meta_path), "'shards' must be a list of {file, num_samples, sha256}")
+    entries = meta["shards"]  # checked by check_metadata: names, counts, totals
     listed = [e["file"] for e in entries]
     missing = [f for f in listed if not (path / f).is_file()]
     if missing:
@@ -295,11 +281,4 @@ def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
             f"{len(extra)} .npz file(s) not in metadata.json, first {extra[0]}: "
             "the folder does not match its metadata",
         )
-    total = sum(int(e["num_samples"]) for e in entries)
-    for key, want in (("num_samples", total), ("num_shards", len(entries))):
-        if key in meta and int(meta[key]) != want:
-            raise DataError(str(meta_path), f"{key} is {meta[key]}, the shard list gives {want}")
-    sizes = meta.get("shard_sizes")
-    if sizes is not None and [int(s) for s in sizes] != [int(e["num_samples"]) for e in entries]:
-        raise DataError(str(meta_path), "shard_sizes disagrees with the shard list")
     return entries
