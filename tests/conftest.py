@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from helpers import TOY_RECIPE, TOY_SMALL, run_stages
+
+# no example database: nothing of the suite's is written into the working tree (.hypothesis/),
+# and a run replays only its own seeded examples
+settings.register_profile("pipeline", database=None, deadline=None)
+settings.load_profile("pipeline")
 
 
 @pytest.fixture(autouse=True)
