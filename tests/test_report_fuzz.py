@@ -17,8 +17,8 @@ from fuzz import mutated
 from pipeline.cli import main
 from pipeline.errors import DataError
 from pipeline.report import REPORT_NAME, format_report, read_run_report
-from pipeline.report_compare import compare_reports, format_compare, render_compare_html
-from pipeline.report_html import write_html
+from pipeline.report.compare import compare_reports, format_compare, render_compare_html
+from pipeline.report.html import write_html
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import sha256_file
+from pipeline.hashing import sha256_file
 from pipeline.loader.schema import REQUIRED_FIELDS, check_metadata
 from pipeline.shards import Member, open_member, read_members
 
