@@ -296,7 +296,14 @@ def sweep_temps(run_dir: Path) -> list[str]:
             continue
         if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
-        elif p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file():
+        elif (
+            p.is_file()
+            and p.name.startswith(".")
+            and p.name.endswith(".tmp")
+            or (
+                p.name.startswith(".ray-probe-") and p.is_file()  # probes named before the .tmp
+            )
+        ):
             p.unlink(missing_ok=True)
         else:
             continue
