@@ -296,14 +296,9 @@ def sweep_temps(run_dir: Path) -> list[str]:
             continue
         if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
-        elif (
-            p.is_file()
-            and p.name.startswith(".")
-            and p.name.endswith(".tmp")
-            or (
-                p.name.startswith(".ray-probe-") and p.is_file()  # probes named before the .tmp
-            )
-        ):
+        elif p.is_file() and p.name.startswith(".") and p.name.endswith(".tmp"):
+            p.unlink(missing_ok=True)
+        elif p.is_file() and p.name.startswith(".ray-probe-"):  # a probe named before the .tmp
             p.unlink(missing_ok=True)
         else:
             continue
