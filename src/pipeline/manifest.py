@@ -5,7 +5,7 @@ at the top, the recipe and seed the report shows.
 Only the runner writes it, atomically, once per finished stage: that rename is the stage's
 commit. pipeline_report.json is derived from it (rebuilt whenever missing, damaged or stale). A
 stage counts as done when its fingerprint matches and every recorded output exists with its
-recorded size and sha256.
+recorded size and sha256; its folder then holds exactly those files (check_stage_folder).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, read_json_file, sha256_files
+from pipeline.io import atomic_write_json, iter_files, read_json_file, sha256_files
 from pipeline.stage import StageInputs
 
 MANIFEST_NAME = "manifest.json"
@@ -77,6 +77,15 @@ class Manifest:
             paths.append(path)
         return sha256_files(paths) == [out["sha256"] for out in entry["outputs"]]
 
+    def unlisted(self, name: str) -> list[str]:
+        """Files in the stage's folder that its entry does not list (run-relative, sorted)."""
+        folder = self.run_dir / name
+        listed = {o["path"] for o in self.stages.get(name, {}).get("outputs", [])}
+        if not folder.is_dir():
+            return []
+        rels = (p.relative_to(self.run_dir).as_posix() for p in iter_files(folder))
+        return [rel for rel in rels if rel not in listed]
+
     def num_part_records(self, name: str) -> int:
         """Records in the stage's main parts (rows, or array length for .npy)."""
         entry = self.stages.get(name, {})
@@ -95,6 +104,19 @@ class Manifest:
         entry = self.stages.get(name, {})
         files = sorted(o["path"][len(name) + 1 :] for o in entry.get("outputs", []))
         return StageInputs(name, self.run_dir / name, tuple(files))
+
+
+def check_stage_folder(manifest: Manifest, name: str) -> None:
+    """A finished stage folder holds exactly what its manifest entry lists: anything else (a
+    file a user or a tool put there) is named and refused, never deleted nor silently kept."""
+    extra = manifest.unlisted(name)
+    if extra:
+        raise DataError(
+            str(manifest.run_dir / name),
+            f"{len(extra)} file(s) that {MANIFEST_NAME} does not list, first {extra[0]}: a "
+            "finished stage folder holds only its outputs; move them out of the run folder, "
+            "or re-run the stage with --force (which replaces the folder)",
+        )
 
 
 def _entry_problem(entry: Any) -> str | None:

@@ -30,7 +30,7 @@ from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
 from pipeline.io import crash_point, iter_files, sha256_files
-from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.manifest import MANIFEST_NAME, Manifest, check_stage_folder
 from pipeline.parts import num_records
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
@@ -114,6 +114,8 @@ def plan(
         inputs = describe_inputs(cfg, cache)
         fp = fingerprint(name, cfg, seed, upstream, inputs)
         done = manifest.is_done(name, fp)
+        if done and not (force and name in selected):  # --force replaces the folder anyway
+            check_stage_folder(manifest, name)  # a stray file is named, not kept or deleted
         if name in selected:
             if force:
                 action, why = "run", "forced"
