@@ -12,6 +12,7 @@ import math
 import os
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ FORMAT_VERSION = 1
 FIELDS = ("input_ids", "segment_ids")  # the arrays of a shard the shard stage writes, in order
 WRITE_BYTES = 16 << 20  # write slice
 _LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
+# what zipfile and zlib raise on damaged bytes (unknown compression and encryption included)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, struct.error,
+    zlib.error, NotImplementedError, RuntimeError,
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------- .npy headers
@@ -151,9 +157,7 @@ def read_members(path: Path) -> dict[str, Member]:
                         f"({m.nbytes:,} bytes), the member holds {info.file_size - head:,}"
                     )
                 out[info.filename[:-4]] = m
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-        raise DataError(str(path), f"not a readable .npz shard ({exc})") from None
-    except (NotImplementedError, RuntimeError) as exc:  # zipfile: unknown compression, encrypted
+    except _ZIP_ERRORS as exc:
         raise DataError(str(path), f"not a readable .npz shard ({exc})") from None
     return out
 
@@ -170,7 +174,7 @@ def open_member(path: Path, key: str, m: Member) -> np.ndarray:
         with zipfile.ZipFile(path) as zf, zf.open(f"{key}.npy") as f:
             parse_npy_header(f)
             data = f.read(m.nbytes)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError) as exc:
+    except _ZIP_ERRORS as exc:
         raise DataError(str(path), f"cannot decompress {key}.npy ({exc})") from None
     if len(data) != m.nbytes:
         raise DataError(str(path), f"{key}.npy is truncated")

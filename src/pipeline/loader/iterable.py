@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pipeline.loader.dataset import ShardedTokenDataset
-from pipeline.loader.schema import check_iterable_state
+from pipeline.loader.schema import StateError, check_iterable_state
 from pipeline.loader.stream import ShuffleBuffer, worker_stream
 
 log = logging.getLogger("pipeline.loader")
@@ -74,9 +74,10 @@ class IterableTokenShards(IterableDataset):
         )
         if self._states is not None:
             if len(self._states) != num_workers:
-                raise ValueError(
-                    f"iterable state is for {len(self._states)} DataLoader worker(s), this "
-                    f"loader has {num_workers}: resume with the same num_workers"
+                raise StateError(
+                    "iterable state",
+                    f"is for {len(self._states)} DataLoader worker(s), this loader has "
+                    f"{num_workers}: resume with the same num_workers",
                 )
             s.load_state_dict(self._states[worker])
         return s

@@ -221,7 +221,7 @@ def check_iterable_state(state: Any, mine: dict[str, Any]) -> dict[str, Any]:
         at = f"{where} workers[{w}]"
         if not isinstance(s, dict):
             raise StateError(at, f"must be a dict, got {type(s).__name__}")
-        _require(s, at, ("cursor", "rng", "buffer", "emitted"))
+        _require(s, at, ("cursor", "rng", "buffer", "emitted", "done"))
         cursor = check_int(at, "cursor", s["cursor"], 0, per_worker + 1, err=StateError)
         _check_rng(at, s["rng"])
         buf = s["buffer"]
@@ -236,6 +236,5 @@ def check_iterable_state(state: Any, mine: dict[str, Any]) -> dict[str, Any]:
                 f"emitted {emitted} + buffered {len(buf)} != cursor {cursor}: "
                 "not a state this loader wrote",
             )
-        if "done" in s:
-            _check_type(at, "done", s["done"], bool, "true or false", StateError)
+        _check_type(at, "done", s["done"], bool, "true or false", StateError)
     return state
