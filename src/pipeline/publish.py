@@ -1,12 +1,12 @@
 """Where `pipeline export` writes: target checks, a lock, unique temp names, the sweep of a
 killed export's leftovers, and the publish step that puts a finished folder in place.
 
-An export writes into `<parent>/.<OUT>.export-<pid>-<hex>/` and only then renames it to OUT, so
-OUT is never partial. A replaced OUT is first renamed to `.<OUT>.old-<pid>-<hex>` and removed
-once the new one is in place; a kill between the two renames leaves OUT missing and the old copy
-beside it, which the next export (under the same lock) renames back. Every failure to remove or
-replace is a PipelineError naming what is left where: nothing is ignored. Not here: what is
-written (pipeline.export and its formats).
+An export writes into `<parent>/.<OUT>.export-<pid>-<hex>.tmp/` and only then renames it to
+OUT, so OUT is never partial. A replaced OUT is first renamed to `.<OUT>.old-<pid>-<hex>.tmp`,
+removed once the new one is in place; a kill between the two renames leaves OUT missing and
+the old copy beside it, which the next export (under the same lock) renames back. Every
+failure to remove or replace is a PipelineError naming what is left where: nothing is ignored.
+Not here: what is written (pipeline.export and its formats).
 """
 
 from __future__ import annotations
