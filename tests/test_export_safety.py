@@ -202,3 +202,20 @@ def test_an_unwritable_folder_inside_out_is_refused_before_anything_changes(
     with pytest.raises(PipelineError, match=rf"{out}: cannot be replaced, {out / 'sub'} is not"):
         export(data / "toy", out, "parquet", "clean", force=True, progress=False)
     assert {p.suffix for p in out.iterdir() if p.is_file()} == {".jsonl"}
+
+
+def test_export_shards_reads_no_file_outside_the_shard_folder(tmp_path):
+    """`shards[0].file: "../outside/x.npz"` in metadata.json: refused by the loader's schema."""
+    import json
+
+    from loader.conftest import write_shards
+
+    folder = write_shards(tmp_path / "run" / "shard" / "train", [4], seq_len=8)
+    (tmp_path / "run" / "outside").mkdir()
+    (folder / "shard_000000.npz").rename(tmp_path / "run" / "outside" / "x.npz")
+    meta = json.loads((folder / "metadata.json").read_text())
+    meta["shards"][0]["file"] = "../../outside/x.npz"
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(PipelineError, match=r"field 'shards\[0\].file' must name a file inside"):
+        export(tmp_path / "run", tmp_path / "out", "jsonl", shards=True, progress=False)
+    assert not (tmp_path / "out").exists()

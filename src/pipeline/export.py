@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError, PipelineError
+from pipeline.io import read_json_file
+from pipeline.loader.schema import check_metadata
 from pipeline.manifest import Manifest
 from pipeline.parts import PARQUET_KW, group_parts, part_name, read_table
 from pipeline.progress import Progress
@@ -106,12 +108,9 @@ def _pack_tables(parts: list[Path]) -> Iterator[pa.Table]:
 
 def _shard_tables(folder: Path) -> Iterator[pa.Table]:
     """One split of shard/: its .npz files in metadata order, as sequence tables."""
-    try:
-        meta = json.loads((folder / METADATA_NAME).read_text(encoding="utf-8"))
-        files = [s["file"] for s in meta["shards"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(str(folder / METADATA_NAME), f"unreadable shard metadata ({exc})") from None
-    for name in files:
+    meta_path = folder / METADATA_NAME
+    meta = check_metadata(read_json_file(meta_path, METADATA_NAME), meta_path)  # the loader's
+    for name in (entry["file"] for entry in meta["shards"]):  # plain names inside the folder
         path = folder / name
         yield from _sequences(npz_member(path, "input_ids"), npz_member(path, "segment_ids"))
 
