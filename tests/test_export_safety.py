@@ -219,3 +219,11 @@ def test_export_shards_reads_no_file_outside_the_shard_folder(tmp_path):
     with pytest.raises(PipelineError, match=r"field 'shards\[0\].file' must name a file inside"):
         export(tmp_path / "run", tmp_path / "out", "jsonl", shards=True, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_with_someone_elses_manifest_json_is_not_a_run(data, tmp_path):
+    """manifest.json alone (a web app's) does not make a run folder: OUT may go inside it."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "manifest.json").write_text('{"name": "my app"}')
+    done = export(data / "toy", tmp_path / "site" / "out", "jsonl", "clean", progress=False)
+    assert done.rows["train"] > 0

@@ -23,7 +23,9 @@ from pipeline.errors import PipelineError
 from pipeline.io import crash_point
 
 log = logging.getLogger("pipeline")
-RUN_MARKER = "manifest.json"  # a folder holding this is a run folder: never replaced or entered
+RUN_MARKER = "manifest.json"  # with one of RUN_SIGNS beside it: a run folder, never replaced
+RUN_SIGNS = (".lock", "pipeline_report.json")  # every run folder has both (manifest.json alone
+# is a common name: a web app's, a browser extension's)
 # names the export code before this module used for its temp folders (swept for old kills too)
 _LEGACY = (".{}.tmp", "..{}.tmp.arrow-tmp", ".{}.arrow-tmp", ".{}.old")
 
@@ -35,10 +37,14 @@ def _fail(action: str, path: Path, exc: OSError) -> PipelineError:
 def _runs_inside(folder: Path) -> Path | None:
     """The first run folder (holding manifest.json) at or below `folder`, symlinks not followed."""
     for root, dirs, files in os.walk(folder):
-        if RUN_MARKER in files:
+        if RUN_MARKER in files and any(sign in files for sign in RUN_SIGNS):
             return Path(root)
         dirs.sort()
     return None
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / RUN_MARKER).is_file() and any((folder / s).exists() for s in RUN_SIGNS)
 
 
 def _unwritable_inside(folder: Path) -> Path | None:
@@ -61,7 +67,7 @@ def check_target(run_dir: Path, out: Path, force: bool) -> None:
             "(an export must never replace or enter a run)"
         )
     for p in target.parents:
-        if (p / RUN_MARKER).is_file():
+        if _is_run(p):
             raise PipelineError(
                 f"{out}: lies inside the run folder {p}; choose a folder outside it"
             )
