@@ -80,12 +80,12 @@ def check_metadata(meta: Any, meta_path: Path) -> dict[str, Any]:
     _check_type(where, "field_dtypes", dtypes, dict, "an object {field: dtype}")
     for f, d in dtypes.items():
         try:
-            ok = isinstance(d, str) and np.dtype(d).kind in "iu"
+            ok = isinstance(d, str) and np.dtype(d).kind in "biufc"  # numbers, never objects
         except (TypeError, ValueError):
             ok = False
         if not ok:
             raise DataError(
-                where, f"field 'field_dtypes.{f}' must be an integer dtype, got {short(d)}"
+                where, f"field 'field_dtypes.{f}' must be a numeric dtype, got {short(d)}"
             )
     entries = _check_type(where, "shards", meta["shards"], list, "a list of {file, num_samples}")
     seen: set[str] = set()
