@@ -33,9 +33,16 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process took the pid: ours is gone
-        return False
+    except PermissionError:  # another user's process: leave its semaphores alone
+        return True
     return True
+
+
+def _mine(path: str) -> bool:
+    try:
+        return os.stat(path).st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 def sweep_semaphores(root: str = SHM_DIR) -> list[str]:
@@ -47,7 +54,7 @@ def sweep_semaphores(root: str = SHM_DIR) -> list[str]:
     removed = []
     for name in names:
         m = _NAME.match(name)
-        if m and not _alive(int(m.group(1))):
+        if m and _mine(os.path.join(root, name)) and not _alive(int(m.group(1))):
             try:
                 os.unlink(os.path.join(root, name))
             except FileNotFoundError:
