@@ -440,6 +440,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _own_dir(p: Path) -> bool:
+    """A real folder of this user (another user's segments are theirs to sweep)."""
+    try:
+        return p.is_dir() and not p.is_symlink() and p.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
 def sweep_segments(root: str | None = None) -> list[str]:
     """Remove the shared caches (`pipeline-cache-<pid>-*` under /dev/shm, or the temp dir)
     whose owning process is dead: a SIGKILLed owner never ran its finalizer. A live owner's,
@@ -452,7 +460,7 @@ def sweep_segments(root: str | None = None) -> list[str]:
         return removed
     for p in entries:
         m = _SEGMENT.match(p.name)
-        if m and p.is_dir() and not p.is_symlink() and not _alive(int(m.group(1))):
+        if m and _own_dir(p) and not _alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
             if p.exists():
                 log.warning("shared cache %s of dead process %s: cannot remove it", p, m.group(1))
