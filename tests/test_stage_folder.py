@@ -33,6 +33,7 @@ def test_a_stray_file_in_a_finished_stage_folder_is_named_and_refused(tmp_path, 
         f"name: t\nseed: 7\nout_dir: {run}\nworkers: 1\n"
         "download: {source: toy, max_docs: 40}\nclean: {}\n"
     )
+    capsys.readouterr()  # what direct run_recipe calls logged before (not the CLI's)
     assert main(["data", "--config", str(recipe), "-q"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {run / 'clean'}: 1 file(s) that manifest.json does not list")
