@@ -37,6 +37,7 @@ def test_force_into_the_folder_holding_the_run_is_refused(data, capsys):
     """The issue's case: `export data/toy data --force` used to delete data/toy and notes.txt."""
     before = _listing(data)
     args = ["export", str(data / "toy"), str(data), "--stage", "clean", "--to", "jsonl", "-q"]
+    capsys.readouterr()  # only the CLI's own line below
     assert main([*args, "--force"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == (
@@ -180,6 +181,7 @@ def test_an_old_out_that_cannot_be_removed_is_reported(data, tmp_path, monkeypat
 
     monkeypatch.setattr(publish.shutil, "rmtree", stuck)
     args = ["export", str(data / "toy"), str(out), "--stage", "clean", "--to", "parquet", "-q"]
+    capsys.readouterr()
     assert main([*args, "--force"]) == 1
     err = capsys.readouterr().err
     assert f"error: {out} was replaced, but its old copy stays: " in err

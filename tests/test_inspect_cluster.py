@@ -13,6 +13,7 @@ def test_cluster_of_a_stage_without_text_is_one_line(report_runs, capsys):
     part = sorted((run / "tokenize").glob("part-*.parquet"))[0]
     columns = pq.read_schema(part).names
     assert "cluster" in columns and "text" not in columns  # the case the issue hit
+    capsys.readouterr()
     assert main(["inspect", str(run), "--stage", "tokenize", "--cluster", "1"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == (

@@ -66,6 +66,7 @@ def test_hand_edited_report_is_one_line_in_all_three(
     good = str(report_runs["a"])
     calls = [[str(bad)], [str(bad), good], [good, str(bad), "--html"], [str(bad), "--html"]]
     for args in (["report", *call] for call in calls):
+        capsys.readouterr()
         assert main(args) == 1, args
         err = capsys.readouterr().err.strip()
         assert "\n" not in err, err

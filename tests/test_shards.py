@@ -136,6 +136,7 @@ def test_a_compressed_object_array_is_refused_by_every_reader(tmp_path, capsys):
         ShardedTokenDataset(folder)
     out = tmp_path / "out"
     args = ["--input-dir", str(folder), "--output-dir", str(out), "--shard-size", "2"]
+    capsys.readouterr()
     assert main(["shuffle", *args, "--seed", "1", "-q"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds Python objects" in err[0], err

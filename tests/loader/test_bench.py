@@ -132,6 +132,7 @@ def test_an_empty_shard_folder_is_one_line_not_a_hang(tmp_path, capsys, steps_pe
     signal.alarm(60)
     try:
         args = ["bench", "--shards", str(empty), "--steps-per-sweep", str(steps_per_sweep)]
+        capsys.readouterr()
         assert main([*args, "--steps", "5", "-q"]) == 1
     finally:
         signal.alarm(0)

@@ -51,6 +51,7 @@ def test_bad_metadata_is_one_line_naming_file_and_field(tmp_path, capsys, change
     want = re.escape(f"{folder / 'metadata.json'}: field '{field}' ") + f".*{expected}"
     with pytest.raises(DataError, match=want):
         ShardedTokenDataset(folder)
+    capsys.readouterr()
     assert main(["bench", "--shards", str(folder), "--steps", "1", "-q"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {folder / 'metadata.json'}: field '{field}'") and "\n" not in err
