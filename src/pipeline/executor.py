@@ -26,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pipeline.progress import Progress
+from pipeline.semaphores import own_semaphores, sweep_semaphores
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -147,6 +148,8 @@ class Executor(BaseExecutor):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            sweep_semaphores()  # what a SIGKILLed run's pool left in /dev/shm
+            own_semaphores()  # this pool's, named after our pid for the next sweep
             # forkserver: no fork() of a process that already runs pyarrow/numpy threads
             self._pool = ProcessPoolExecutor(
                 self.workers,

@@ -14,11 +14,8 @@ from __future__ import annotations
 import json
 import mmap
 import resource
-import struct
 import threading
-import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +24,10 @@ import numpy as np
 from pipeline.errors import DataError
 from pipeline.hashing import sha256_file
 from pipeline.loader.remote import CACHE_BYTES, ShardCache, is_url
-from pipeline.shards import read_npy_header
+from pipeline.loader.schema import REQUIRED_FIELDS, check_metadata
+from pipeline.shards import Member, open_member, read_members
 
 METADATA_NAME = "metadata.json"
-REQUIRED_FIELDS = ("input_ids", "segment_ids")
-_LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
 FD_SHARE = 4  # open shard maps may use 1/FD_SHARE of RLIMIT_NOFILE (each map keeps one fd)
 
 
@@ -44,49 +40,7 @@ def default_max_open_shards(num_shards: int) -> int:
     return max(1, min(int(num_shards), int(budget)))
 
 
-@dataclass(frozen=True)
-class Member:
-    """One `<field>.npy` inside a shard: where its data starts and what it holds."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fortran: bool
-    offset: int  # byte offset of the array data in the .npz file (stored members only)
-    stored: bool  # False: deflated, so it is decompressed rather than mapped
-
-
 # ---------------------------------------------------------------- format
-
-
-def read_members(path: Path) -> dict[str, Member]:
-    """{field: Member} of an .npz, from the zip directory and the .npy headers only."""
-    out = {}
-    try:
-        with zipfile.ZipFile(path) as zf, open(path, "rb") as raw:
-            for info in zf.infolist():
-                if not info.filename.endswith(".npy"):
-                    continue
-                field = info.filename[:-4]
-                stored = info.compress_type == zipfile.ZIP_STORED
-                if stored:
-                    raw.seek(info.header_offset)
-                    local = raw.read(_LOCAL_HEADER)
-                    if local[:4] != b"PK\x03\x04":
-                        raise ValueError(f"bad zip local header for {info.filename}")
-                    name_len, extra_len = struct.unpack("<HH", local[26:30])
-                    raw.seek(info.header_offset + _LOCAL_HEADER + name_len + extra_len)
-                    shape, fortran, dtype = read_npy_header(raw)
-                    offset = raw.tell()
-                else:
-                    with zf.open(info) as f:
-                        shape, fortran, dtype = read_npy_header(f)
-                    offset = -1
-                if dtype.hasobject:
-                    raise ValueError(f"{info.filename} holds Python objects; refusing to load")
-                out[field] = Member(tuple(shape), dtype, fortran, offset, stored)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise DataError(str(path), f"not a readable .npz shard ({exc})") from None
-    return out
 
 
 def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
@@ -104,14 +58,9 @@ def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray
     return arrays
 
 
-def _open_compressed(path: Path, fields: list[str]) -> dict[str, np.ndarray]:
+def _open_compressed(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
     """Whole fields decompressed into memory (a deflated member cannot be mapped)."""
-    with zipfile.ZipFile(path) as zf:
-        out = {}
-        for field in fields:
-            with zf.open(f"{field}.npy") as f:
-                out[field] = np.lib.format.read_array(f, allow_pickle=False)
-        return out
+    return {field: open_member(path, field, m) for field, m in members.items()}
 
 
 # ---------------------------------------------------------------- dataset
@@ -233,7 +182,7 @@ class ShardedTokenDataset:
         if all(m.stored for m in members.values()):
             arrays = _open_stored(self.shard_files[s], members)
         else:
-            arrays = _open_compressed(self.shard_files[s], list(members))
+            arrays = _open_compressed(self.shard_files[s], members)
         with self._lock:
             self.num_opens += 1
             self._open[s] = arrays
@@ -334,26 +283,12 @@ def _read_metadata(path: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise DataError(str(meta_path), f"not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise DataError(str(meta_path), "expected a JSON object")
-    for key in ("seq_len", "shards"):
-        if key not in meta:
-            raise DataError(str(meta_path), f"key '{key}' is missing")
-    fields = meta.get("fields") or list(REQUIRED_FIELDS)
-    missing = [f for f in REQUIRED_FIELDS if f not in fields]
-    if missing:
-        raise DataError(str(meta_path), f"fields {fields} lack {missing}: not token shards")
-    return meta
+    return check_metadata(meta, meta_path)
 
 
 def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """metadata.json's shard list, checked against the folder and its own totals."""
-    meta_path = path / METADATA_NAME
-    entries = meta["shards"]
-    if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and "file" in e and "num_samples" in e for e in entries
-    ):
-        raise DataError(str(meta_path), "'shards' must be a list of {file, num_samples, sha256}")
+    entries = meta["shards"]  # checked by check_metadata: names, counts, totals
     listed = [e["file"] for e in entries]
     missing = [f for f in listed if not (path / f).is_file()]
     if missing:
@@ -367,13 +302,6 @@ def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
             f"{len(extra)} .npz file(s) not in metadata.json, first {extra[0]}: "
             "the folder does not match its metadata",
         )
-    total = sum(int(e["num_samples"]) for e in entries)
-    for key, want in (("num_samples", total), ("num_shards", len(entries))):
-        if key in meta and int(meta[key]) != want:
-            raise DataError(str(meta_path), f"{key} is {meta[key]}, the shard list gives {want}")
-    sizes = meta.get("shard_sizes")
-    if sizes is not None and [int(s) for s in sizes] != [int(e["num_samples"]) for e in entries]:
-        raise DataError(str(meta_path), "shard_sizes disagrees with the shard list")
     return entries
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.loader.order import ORDERS, epoch_order, sizes_fingerprint
+from pipeline.loader.schema import StateError, check_sampler_state
 
 log = logging.getLogger("pipeline.loader")
 STATE_VERSION = 1
@@ -264,23 +265,12 @@ class GlobalSampler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue at the state's cursor, in O(1); this sampler's world size, rank, batch size
         and drop_last stay. seed, epoch and order come from the state."""
-        missing = [k for k in ("seed", "epoch", "order", "cursor", "num_samples") if k not in state]
-        if missing:
-            raise ValueError(f"sampler state lacks {missing}")
-        if int(state["num_samples"]) != self.num_samples:
-            raise ValueError(
-                f"sampler state is for {state['num_samples']} samples, this sampler has "
-                f"{self.num_samples}: another dataset?"
-            )
-        if state["order"] not in ORDERS:
-            raise ValueError(f"sampler state has unknown order {state['order']!r}")
+        check_sampler_state(state, self.num_samples, ORDERS)  # every field, before any is used
         if state["order"] == "shard_block":
             if state.get("shard_sizes_sha256") != sizes_fingerprint(self.shard_sizes):
-                raise ValueError("sampler state is for other shard sizes (order shard_block)")
+                raise StateError("sampler state", "is for other shard sizes (order shard_block)")
             self.window_shards = int(state.get("window_shards", self.window_shards))
         cursor = int(state["cursor"])
-        if not 0 <= cursor <= self.num_samples:
-            raise ValueError(f"sampler state cursor {cursor} outside [0, {self.num_samples}]")
         self.seed, self.order = int(state["seed"]), state["order"]
         self.epoch = _check_int("epoch", state["epoch"], 0)
         self.cursor, self.padded = cursor, int(state.get("padded", 0))
