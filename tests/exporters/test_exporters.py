@@ -118,7 +118,6 @@ def test_segments_match_the_reference_on_random_rows():
     assert tokens.tolist() == np.concatenate(want).tolist()
 
 
-@pytest.mark.slow  # importing megatron.core takes ~10 s of CPU (tensor_parallel, torch)
 def test_megatron_indexed_dataset_reads_every_sequence(run, tmp_path):
     indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
     done = export(run, tmp_path / "m", "megatron", shards=True, progress=False)
@@ -239,7 +238,6 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow  # a subprocess importing torch, transformers and streaming: ~10 s of CPU
 def test_mds_reads_back_with_streaming_and_matches_mdswriter_bytes(run, tmp_path, monkeypatch):
     """streaming's StreamingDataset reads every row (subprocess: it imports torchvision, which
     is stubbed there when absent); MDSWriter given those rows writes the same bytes, shard
