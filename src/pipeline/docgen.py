@@ -13,6 +13,7 @@ import inspect
 from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
+from pipeline.reference_keys import REFERENCE_KEYS, SHORTHAND
 from pipeline.stages import STAGES
 
 
@@ -87,7 +88,48 @@ def generate() -> str:
             *table(stage.config_cls),
             "",
         ]
-    return "\n".join(lines)
+    return "\n".join(lines + reference_keys_section())
+
+
+def reference_keys_section() -> list[str]:
+    """The footer: the reference pipeline's key names (design doc 002) and what each does here."""
+    rows = [
+        "## The reference pipeline's key names",
+        "",
+        "The reference pipeline (design doc 002) writes flat recipes. Its four corpus keys work",
+        "at the top level as a shorthand for the `download:` block:",
+        "",
+        "```yaml",
+        "source: jsonl                   # = download.source",
+        "source_path: data/raw/mine.jsonl  # = download.path",
+        "```",
+        "",
+        'Why a shorthand: the document\'s own snippet for "use your own JSONL" is this form,',
+        "and `source`, `source_path`, `source_name` (a builtin name) and `max_docs` mean what our",
+        "download keys mean. A value set both ways must agree (else one-line error), and `--set`",
+        "/ `--source` / `--jsonl` still win. Every other name of the document is refused with one",
+        "line naming our key, its range and its default: their meaning differs (a switch versus a",
+        "list of PII kinds, one n-gram ratio versus Gopher's per-n fractions) or the key belongs",
+        "in a stage block, and a silent alias would give one setting two names.",
+        "",
+        "| reference key | here | what the document says |",
+        "|---|---|---|",
+    ]
+    for ref in REFERENCE_KEYS:
+        here = f"`{ref.ours}`" if ref.ours else "none"
+        how = "shorthand" if ref.name in SHORTHAND else "error naming it"
+        note = f" ({ref.note})" if ref.note else ""
+        cells = [f"`{ref.name}`", f"{here}: {how}{note}", ref.doc]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return rows + [
+        "",
+        "## Without a recipe",
+        "",
+        "`pipeline data --source jsonl --jsonl F [--out-dir D]` (or `--parquet F`, `--text F`,",
+        "`--hf NAME`; each flag selects its source) runs the built-in default recipe: every stage",
+        "with the defaults above, `out_dir: data/default`. `pipeline show --jsonl F` prints it.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

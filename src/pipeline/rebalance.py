@@ -26,6 +26,7 @@ from pipeline.shards import (
     METADATA_NAME,
     npz_fields,
     npz_member,
+    parse_npy_header,
     save_npz,
     shard_entry,
     shard_name,
@@ -121,8 +122,7 @@ def _row_bytes(row_shape: tuple[int, ...], dtype: np.dtype) -> int:
 def _read_rows(path: Path, a: int, b: int, out: np.ndarray, dest: np.ndarray) -> None:
     """Rows [a, b) of a work .npy into out[dest], COPY_BYTES at a time (no mmap residue)."""
     with open(path, "rb") as f:
-        np.lib.format.read_magic(f)
-        np.lib.format.read_array_header_2_0(f)
+        parse_npy_header(f)  # the one .npy header reader
         row = _row_bytes(out.shape[1:], out.dtype)
         f.seek(a * row, os.SEEK_CUR)
         step = max(1, COPY_BYTES // row)

@@ -94,7 +94,7 @@ def test_rejected_parts_keep_input_columns_and_all_reasons(toy_clean):
 
 
 def test_inspect_prints_examples_for_a_rule(toy_clean):
-    out = inspect_rejected(toy_clean, "clean", "c4_lorem_ipsum_v1", 2, 120)
+    out = inspect_rejected(toy_clean, "clean", "c4_lorem_ipsum_v2", 2, 120)
     assert out.count("--- toy-") == 2 and "Lorem ipsum" in out
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import pipeline
 from pipeline.config import ExecutorConfig
 from pipeline.errors import PipelineError
-from pipeline.executor import BaseExecutor
+from pipeline.executor import BaseExecutor, TaskLedger, TaskSync
 from pipeline.progress import Progress
 from pipeline.run.remote import PER_PROCESS_ENV
 
@@ -33,6 +33,12 @@ log = logging.getLogger("pipeline")
 
 def _call(fn: Callable[[Any], Any], item: Any) -> Any:
     return fn(item)
+
+
+def probe_path(run_dir: Path) -> Path:
+    """The file check_shared writes for every node to see: a dot name ending in .tmp, so a run
+    killed during the probe leaves a temp file the next run's sweep_temps removes."""
+    return Path(run_dir) / f".ray-probe-{uuid.uuid4().hex}.tmp"
 
 
 def _probe(path: str | None) -> tuple[str, bool, str]:
@@ -83,7 +89,14 @@ class RayExecutor(BaseExecutor):
         self._env = env
         self._probe = ray.remote(_probe)
         self._pending: list[Any] = []
-        self.tokens: list[str] = []  # runs on a URL: the nodes' copies to remove at close
+        self._tokens: list[str] = []  # runs on a URL: the nodes' copies to remove at close
+
+    def bind(self, ledger: TaskLedger | None, sync: TaskSync | None = None) -> None:
+        """As BaseExecutor.bind; a sync's token also names the nodes' copies that `close`
+        removes on every node."""
+        super().bind(ledger, sync)
+        if sync is not None and sync.token not in self._tokens:
+            self._tokens.append(sync.token)
 
     def _init(self, cfg: ExecutorConfig, workers: int) -> None:
         ray = self._ray
@@ -128,7 +141,7 @@ class RayExecutor(BaseExecutor):
         probe = None
         if run_dir is not None:
             run_dir = Path(run_dir).resolve()
-            probe = run_dir / f".ray-probe-{uuid.uuid4().hex}"
+            probe = probe_path(run_dir)
             probe.write_text("probe")
         try:
             answers = self._on_each_node(self._probe, None if probe is None else str(probe))
@@ -197,7 +210,7 @@ class RayExecutor(BaseExecutor):
         self._pending = []
 
     def close(self) -> None:
-        for token in self.tokens:  # scratch copies of a URL run folder: here, on every node
+        for token in self._tokens:  # scratch copies of a URL run folder: here, on every node
             _cleanup(token)
             try:
                 if self._ray.is_initialized():

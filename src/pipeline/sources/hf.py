@@ -99,9 +99,12 @@ def _load(
     except ConnectionError as exc:
         raise DataError(
             hf_path,
-            f"not available offline and the hub is unreachable ({_one_line(exc)}); "
-            "run once with network (unset HF_HUB_OFFLINE) to fill the cache, or point "
-            "download.hf_path at a local folder",
+            f"not available offline and the hub is unreachable ({_one_line(exc)})",
+            hints=(
+                "run once with network (unset HF_HUB_OFFLINE) to fill the cache",
+                "or point download.hf_path at a local folder (save_to_disk or data files)",
+                "or use your own file: --source jsonl --jsonl FILE",
+            ),
         ) from exc
     except Exception as exc:  # noqa: BLE001 - datasets raises many types; one line for the user
         raise DataError(hf_path, f"load_dataset failed ({_one_line(exc)})") from exc

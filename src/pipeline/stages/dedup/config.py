@@ -38,6 +38,9 @@ class DedupConfig:
         250, ge=1, doc="documents per numpy batch: temporaries stay cache-sized"
     )
     num_examples: int = bounded(5, ge=0, doc="example clusters shown in the report")
+    # measured in the run (docs/dedup.md): exact Jaccard of a seeded sample; 0 turns one off
+    precision_sample_pairs: int = bounded(200, ge=0, doc="merged pairs (dropped, kept) checked")
+    recall_sample_docs: int = bounded(1000, ge=0, doc="documents whose every pair is compared")
 
     def validate(self, path: str) -> None:
         if (self.bands is None) != (self.rows is None):

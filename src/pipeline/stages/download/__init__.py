@@ -22,7 +22,7 @@ from pipeline.config import bounded, input_path, option, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import part_name, write_table
 from pipeline.progress import Progress
-from pipeline.sources import SOURCES, Malformed, Record, hf
+from pipeline.sources import SOURCES, Malformed, Record, builtin, hf
 from pipeline.sources.files import expand_paths, paths_and_label
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.stages.download.split import Parse, read_split, rejected_table, write_part
@@ -205,7 +205,19 @@ def _run_serial(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     }
     if examples:
         stats["malformed_examples"] = examples
+    stats.update(_cache_stats(cfg, ctx))
     return StageResult(outputs=writer.outputs, stats=stats, counts=[counts])
+
+
+def _cache_stats(cfg: DownloadConfig, ctx: StageContext) -> dict[str, Any]:
+    """A builtin's cached files: how each was checked; a warning for an unverified one."""
+    if cfg.source not in builtin.BUILTINS:
+        return {}
+    status = builtin.cache_status(cfg.source)
+    for name, how in status.items():
+        if how.startswith(builtin.UNVERIFIED):
+            ctx.log.warning("[download] %s: %s", name, how)
+    return {"cache_verification": status}
 
 
 STAGE = Stage("download", DownloadConfig, run, version="1")

@@ -25,7 +25,6 @@ from pipeline.config import recipe_key, setting, with_keys
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
 from pipeline.parts import read_table
-from pipeline.quality import reference as refmod
 from pipeline.quality.features import (
     DEFAULT_WEIGHTS,
     HASH_SEED,
@@ -47,7 +46,7 @@ RULE_SETTING = {
     "pareto": "pareto_alpha",
 }
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
-UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
+UNSPACED_SHARE = lm.UNSPACED_SHARE  # this much Han/Kana/Thai/...: no heuristic score
 
 
 # ---------------------------------------------------------------- per-part work (map)
@@ -77,25 +76,6 @@ def _scan_part(
         "unspaced": int(unspaced.sum()),
         "has_labels": has_labels,
     }
-
-
-def _fit_part(part: int, folder: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The part's arrays a fit chooses rows by: heuristic, heur_lm (the heuristic, 1 for
-    unspaced scripts: it counts whitespace words and English stop words, meaningless for
-    Chinese or Japanese, so those documents join the reference on coherence alone), scorable,
-    chars."""
-    cols = partcols.load(folder, part)
-    cols["heur_lm"] = np.where(cols["unspaced"], 1.0, cols["heuristic"])
-    return {k: cols[k] for k in keys}
-
-
-def _gather(ctx: StageContext, folder: Path, parts: int, keys: tuple[str, ...]) -> list:
-    """Those arrays over all parts, in part order (one key concatenated at a time)."""
-    if not keys:
-        return []
-    fn = functools.partial(_fit_part, folder=folder, keys=keys)
-    got = ctx.executor.map(fn, list(range(parts)), desc="quality fit inputs")
-    return [np.concatenate([g.pop(k) for g in got]) for k in keys]
 
 
 def _score_part(item: tuple[int, Path], model: Model, max_chars: int, folder: Path) -> int:
@@ -153,8 +133,8 @@ class _Scored:
 
 def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path) -> _Scored:
     """Every per-document column goes to the parts' files under `folder`; the driver holds
-    the arrays the fits choose rows by (self reference: heur_lm, scorable, characters; pseudo
-    labels: heuristic, scorable, characters) only while they run, and only those needed."""
+    the arrays the pseudo-label fit chooses rows by (heuristic, scorable, characters)
+    while it runs; the self reference is drawn from the download parts (lm.self_reference)."""
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
     lm_ran = (
         cfg.score in ("combined", "coherence") or bool(cfg.max_perplexity) or cfg.perplexity_buckets
@@ -179,12 +159,9 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         # the seed set teaches coherence too; clean's rejects do not (they are short or
         # boilerplate, not incoherent, and would teach the classifier a domain)
         extra = classifier.read_seed_set(cfg.seed_set_path) if cfg.seed_set_path else None
-        exact = cfg.reference == refmod.SELF and offsets[-1] <= lm.SELF_EXACT_MAX_DOCS
-        ref_in = _gather(ctx, folder, len(parts), ("heur_lm", "scorable", "chars") if exact else ())
-        fitted = lm.fit_reference(cfg, ctx, *(ref_in or (None,) * 3), offsets, folder)
-        del ref_in
+        fitted = lm.fit_reference(cfg, ctx)
         if fitted.scorer is not None:
-            lm_sizes = lm.score_all(ctx, fitted, offsets, cfg.max_chars, extra, folder)
+            lm_sizes = lm.score_all(ctx, fitted, cfg.max_chars, extra, folder)
             names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
             names.append("combined")
@@ -336,4 +313,4 @@ def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path)
 
 
 # clean's rejects join the bad class when the run has a clean stage (clean_rejects_as_bad)
-STAGE = Stage("quality", QualityConfig, run, version="2", needs=("download",), uses=("clean",))
+STAGE = Stage("quality", QualityConfig, run, version="3", needs=("download",), uses=("clean",))

@@ -1,5 +1,6 @@
-"""tokenize: train a byte-level BPE on the input (or load a tokenizer.json), then encode every
-document with EOS appended into one token array per part.
+"""tokenize: train a byte-level BPE on the input (or load a tokenizer.json, or use a pretrained
+Hugging Face tokenizer as is: `pretrained`), then encode every document with EOS appended into
+one token array per part.
 
 Per input part i: `part-i.tokens.npy` (1-D, documents concatenated in order, uint16 when the
 vocab fits else uint32) and `part-i.docs.parquet` (id, source, num_tokens incl. EOS). Beside
@@ -24,16 +25,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config import bounded, option, setting
+from pipeline.config import bounded, option, recipe_key, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, atomic_write_json, save_npy
 from pipeline.parts import part_name, read_table, write_rejected, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.stages.tokenize.wordcounts import load_counts, save_counts, tree_reduce
-from pipeline.tokenizer import hf
+from pipeline.tokenizer import health, hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
+from pipeline.tokenizer.pretrained import PretrainedTokenizer
 from pipeline.tokenizer.train import train_bpe
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
@@ -58,8 +60,18 @@ class TokenizeConfig:
     )
     max_word_bytes: int = bounded(256, ge=2, doc="training: longer pieces are cut into such chunks")
     special_tokens: list[str] = option(factory=lambda: list(DEFAULT_SPECIALS), doc="one id each")
+    pretrained: str | None = option(
+        None,
+        "a Hugging Face tokenizer.json (BPE, Unigram, WordPiece; `tokenizers` extra) used as "
+        "is: no training; eos / pad are its own, else eos_token / pad_token below",
+    )
+    eos_token: str | None = option(None, "pretrained: the eos token when the tokenizer names none")
+    pad_token: str | None = option(None, "pretrained: the pad token when the tokenizer names none")
 
     def validate(self, path: str) -> None:
+        if self.pretrained is not None:
+            _validate_pretrained(self, path)
+            return
         specials = self.special_tokens
         for need in (EOS, PAD):
             if need not in specials:
@@ -79,6 +91,36 @@ class TokenizeConfig:
                 f"{len(specials)} special tokens + 1 merge = "
                 f"{256 + len(specials) + 1}, got {self.vocab_size}",
             )
+
+
+def _validate_pretrained(cfg: TokenizeConfig, path: str) -> None:
+    if cfg.tokenizer_path is not None:
+        raise RecipeError(f"{path}.pretrained", "give pretrained or tokenizer_path, not both")
+    if not Path(cfg.pretrained).is_file():
+        raise RecipeError(f"{path}.pretrained", f"no file {cfg.pretrained!r}")
+    PretrainedTokenizer(Path(cfg.pretrained), cfg.eos_token, cfg.pad_token)  # roles resolve
+
+
+def _pretrained(cfg: TokenizeConfig, parts: list[Path]) -> tuple[PretrainedTokenizer, list, dict]:
+    """The pretrained tokenizer, no training quotas, and its stats."""
+    tok = PretrainedTokenizer(Path(cfg.pretrained), cfg.eos_token, cfg.pad_token)
+    stats = {
+        "pretrained": cfg.pretrained,
+        "tokenizer_model": tok.model_type,
+        "eos_token": tok.roles["eos"],
+        "pad_token": tok.roles["pad"],
+        "eos_pad_from": f"{tok.role_source['eos']}/{tok.role_source['pad']}",
+    }
+    return tok, [0] * len(parts), stats
+
+
+def _save_pretrained(tok: PretrainedTokenizer, out_dir: Path) -> tuple[str, list[str]]:
+    """tokenizer.json copied byte for byte (its sha256 is the file's) and hf_tokenizer/."""
+    files = tok.pretrained_files()
+    atomic_write_bytes(out_dir / "tokenizer.json", files["tokenizer.json"])
+    for name, data in files.items():
+        atomic_write_bytes(out_dir / HF_TOKENIZER_DIR / name, data)
+    return tok.sha256, [f"{HF_TOKENIZER_DIR}/{n}" for n in files]
 
 
 def heldout_mask(ids: list[str], seed: int, fraction: float) -> np.ndarray:
@@ -210,7 +252,12 @@ def part_word_counts_file(
 
 
 @lru_cache(maxsize=2)
-def _load_tokenizer(path: str, sha256: str) -> Tokenizer:
+def _load_tokenizer(
+    path: str, sha256: str, roles: tuple[str, str] | None = None
+) -> Tokenizer | PretrainedTokenizer:
+    """Ours (hf.load), or with `roles` (eos, pad) a pretrained one through `tokenizers`."""
+    if roles is not None:
+        return PretrainedTokenizer(Path(path), *roles)
     return hf.load(Path(path))  # sha256 in the key: a new file at the same path reloads
 
 
@@ -236,10 +283,11 @@ def encode_part(
     seed: int,
     fraction: float,
     dtype: str,
+    roles: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Encode one part (EOS after each doc); write its tokens, docs and rejected files."""
     index, path, quota = job.index, job.path, job.quota
-    tok = _load_tokenizer(tok_path, tok_sha)
+    tok = _load_tokenizer(tok_path, tok_sha, roles)
     table, empty, trainable = _read_docs(Path(path), seed, fraction)
     n = table.num_rows
     used = np.zeros(n, dtype=bool)
@@ -282,10 +330,35 @@ def encode_part(
         "heldout_tokens": int(ntok[held].sum()),
         "text_tokens": int(ntok.sum()),
         "max_doc_tokens": int(ntok.max()) if n else 0,
+        **script_sums(texts, keep, nbytes, ntok),
         "doc_token_counts": np.histogram(
             np.clip(ntok[keep], 0, DOC_TOKEN_EDGES[-1]), bins=DOC_TOKEN_EDGES
         )[0],
     }
+
+
+def script_sums(
+    texts: list[str | None], keep: np.ndarray, nbytes: np.ndarray, ntok: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Documents, UTF-8 bytes and tokens (EOS excluded) per dominant script of the encoded
+    documents `keep`: `script_docs` / `script_bytes` / `script_tokens`, int64 [scripts + 1]."""
+    scripts = np.array([health.dominant_script(texts[i] or "") for i in keep.tolist()], np.int64)
+    sums = health.by_script(scripts, nbytes[keep], ntok[keep])
+    return {f"script_{k}": v for k, v in sums.items()}
+
+
+def health_stats(
+    cfg: TokenizeConfig, tot: dict[str, Any], vocab_size: int, stats: dict[str, Any], log: Any
+) -> dict[str, Any]:
+    """Bytes/token per script and a warning (logged and kept in the report) for each script
+    outside its healthy range (pipeline.tokenizer.health)."""
+    table = health.script_table({k: tot[f"script_{k}"] for k in ("docs", "bytes", "tokens")})
+    found = health.warnings(
+        table, vocab_size, recipe_key(cfg, "vocab_size"), bool(stats.get("stopped_early"))
+    )
+    for line in found:
+        log.warning("[tokenize] %s", line)
+    return {"bytes_per_token_by_script": table, "bytes_per_token_warnings": found}
 
 
 def _train(
@@ -349,6 +422,15 @@ def _train(
     return tok, quotas, stats
 
 
+def _throughput(bytes_in: int, tokens: int, encode_s: float, wall_s: float) -> dict[str, float]:
+    """Encoding rates: per core (summed per-part encode time) and of the whole executor map."""
+    return {
+        "encode_tokens_per_s": round(tokens / max(encode_s, 1e-9), 1),
+        "encode_wall_mb_per_s": round(bytes_in / 1e6 / max(wall_s, 1e-9), 3),
+        "encode_wall_tokens_per_s": round(tokens / max(wall_s, 1e-9), 1),
+    }
+
+
 def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
@@ -372,7 +454,11 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
             "no input parts: tokenize needs an upstream "
             "stage that writes documents (e.g. download)",
         )
-    if cfg.tokenizer_path:
+    roles = None
+    if cfg.pretrained:
+        tok, quotas, stats = _pretrained(cfg, parts)
+        roles = (tok.roles["eos"], tok.roles["pad"])
+    elif cfg.tokenizer_path:
         tok = hf.load(Path(cfg.tokenizer_path))
         missing = [s for s in (EOS, PAD) if s not in tok.specials]
         if missing:
@@ -382,7 +468,10 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         quotas, stats = [0] * len(parts), setting(cfg, "tokenizer_path")
     else:
         tok, quotas, stats = _train(cfg, ctx, parts)
-    sha, pretrained = _save_tokenizer(tok, ctx.out_dir)
+    if roles is not None:
+        sha, pretrained = _save_pretrained(tok, ctx.out_dir)
+    else:
+        sha, pretrained = _save_tokenizer(tok, ctx.out_dir)
     dtype = "uint16" if tok.vocab_size <= 65536 else "uint32"  # uint16 holds ids < 65536
     fn = partial(
         encode_part,
@@ -392,6 +481,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         seed=ctx.seed,
         fraction=cfg.heldout_fraction,
         dtype=dtype,
+        roles=roles,
     )
     t0 = time.perf_counter()
     results = ctx.executor.map(
@@ -403,7 +493,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
     meta = {
         "vocab_size": tok.vocab_size,
         "eos_id": tok.eos_id,
-        "pad_id": tok.specials[PAD],
+        "pad_id": tok.pad_id if roles is not None else tok.specials[PAD],
         "dtype": dtype,
         "tokenizer_sha256": sha,
         "special_tokens": dict(tok.specials),
@@ -423,6 +513,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         **stats,
         "bytes_per_token": _ratio(bytes_in, tot["text_tokens"]),
         "bytes_per_token_train": _ratio(tot["train_bytes"], tot["train_tokens"]),
+        **health_stats(cfg, tot, tok.vocab_size, stats, ctx.log),
         "heldout_docs": tot["heldout_docs"],
         "bytes_per_token_heldout": _ratio(tot["heldout_bytes"], tot["heldout_tokens"]),
         "doc_tokens_mean": _ratio(tot["text_tokens"], DocCounts.total(counts).docs_out),
@@ -435,6 +526,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         "encode_wall_seconds": round(wall, 3),
         # single-thread rate: text bytes over the summed per-part encode time
         "encode_mb_per_s": round(bytes_in / 1e6 / max(tot["encode_seconds"], 1e-9), 3),
+        **_throughput(bytes_in, tot["tokens_out"], tot["encode_seconds"], wall),
         "tokenizer_sha256": sha,
     }
     return StageResult(outputs=outputs, stats=stats, counts=counts)
