@@ -50,7 +50,7 @@ def test_a_crash_after_finished_parts_says_it_resumes(tmp_path, monkeypatch, cap
     original = clean_stage.clean_part
 
     def crashing(item, **kw):
-        if item[0] == 2:
+        if item.index == 2:
             raise RuntimeError("simulated crash")
         return original(item, **kw)
 
