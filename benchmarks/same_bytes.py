@@ -37,7 +37,7 @@ RUNS = [
     ),
 ]
 JSON_FILES = ("manifest.json", "pipeline_report.json")
-SKIP = {".lock", ".input_hashes.json", "report.html"}  # report.html renders timings
+SKIP = {".lock", ".input_hashes.json", ".output_hashes.json", "report.html"}  # caches; timings
 CLOCK = ("seconds", "finished_at", "started_at", "wall_s")
 
 
