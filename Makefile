@@ -5,7 +5,7 @@ PYTHON ?= python3
 # Test-only readers of our trainer exports (tests/exporters), installed without their pins:
 # mosaicml-streaming pins numpy<2.2 and litdata pulls a CUDA torchvision (pyproject.toml, `readers`).
 READERS := litdata==0.2.76 mosaicml-streaming==0.13.0 lightning-utilities obstore tifffile \
-           brotli python-snappy zstd catalogue
+           brotli python-snappy cramjam zstd catalogue pillow
 
 .PHONY: install dev demo test test-all bench lint format docs clean
 
