@@ -10,7 +10,7 @@ and `meta.json`. Algorithms live in pipeline.packing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -93,10 +93,19 @@ def fill_sequences(
 # ---------------------------------------------------------------- input
 
 
-def group_parts(paths: list[Path]) -> list[tuple[Path, Path]]:
+@dataclass(frozen=True, slots=True)
+class TokenPart:
+    """One tokenize part: its token array and its documents file (a read task's input)."""
+
+    tokens: Path
+    docs: Path
+
+
+def group_parts(paths: list[Path]) -> list[TokenPart]:
     """tokenize's top-level parts -> [(tokens.npy, docs.parquet)] in part order."""
     kinds = {"tokens.npy": "tokens.npy", "docs.parquet": "docs.parquet"}
-    return [(g["tokens.npy"], g["docs.parquet"]) for g in io_group_parts(paths, kinds, "tokenize")]
+    groups = io_group_parts(paths, kinds, "tokenize")
+    return [TokenPart(g["tokens.npy"], g["docs.parquet"]) for g in groups]
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -108,10 +117,10 @@ def read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[str], np.ndarray]:
+def read_lengths(pair: TokenPart, dtype: str) -> tuple[np.ndarray, list[str], np.ndarray]:
     """One part's num_tokens (int64) and sources (names + int32 code per document), checked
     against its token array. Codes keep driver memory at ~12 B per document."""
-    tokens_path, docs_path = pair
+    tokens_path, docs_path = pair.tokens, pair.docs
     table = read_table(docs_path, columns=["num_tokens", "source"])
     lengths = table.column("num_tokens").to_numpy().astype(np.int64)
     tokens = np.load(tokens_path, mmap_mode="r", allow_pickle=False)
@@ -135,19 +144,30 @@ def read_lengths(pair: tuple[Path, Path], dtype: str) -> tuple[np.ndarray, list[
 # ---------------------------------------------------------------- output
 
 
-def write_part(job: dict[str, Any], out_dir: str, seq_len: int, pad_id: int) -> list[str]:
-    """Build and write output part `job['index']`; returns the relative paths written. Only
-    the token arrays this part takes items from are opened (`job['token_paths']`)."""
-    tokens = [np.load(p, mmap_mode="r", allow_pickle=False) for p in job["token_paths"]]
+@dataclass(frozen=True, slots=True)
+class PackJob:
+    """One output part: its index, sequences, items (by bin, `part` into `token_paths`), sources."""
+
+    index: int
+    num_seqs: int
+    items: dict[str, np.ndarray]
+    sources: list[str]
+    token_paths: list[str]
+
+
+def write_part(job: PackJob, out_dir: str, seq_len: int, pad_id: int) -> list[str]:
+    """Build and write output part `job.index`; returns the relative paths written. Only
+    the token arrays this part takes items from are opened (`job.token_paths`)."""
+    tokens = [np.load(p, mmap_mode="r", allow_pickle=False) for p in job.token_paths]
     seg_dtype = np.uint16 if seq_len < 1 << 16 else np.uint32
-    ids, seg = fill_sequences(tokens, job["items"], job["num_seqs"], seq_len, pad_id, seg_dtype)
-    stem = part_name(job["index"], "")
+    ids, seg = fill_sequences(tokens, job.items, job.num_seqs, seq_len, pad_id, seg_dtype)
+    stem = part_name(job.index, "")
     names = [f"{stem}.input_ids.npy", f"{stem}.segment_ids.npy", f"{stem}.seqs.parquet"]
     save_npy(Path(out_dir) / names[0], ids)
     save_npy(Path(out_dir) / names[1], seg)
     table = pa.table(
         {
-            "source": pa.array(job["sources"], pa.string()),
+            "source": pa.array(job.sources, pa.string()),
             "num_segments": pa.array(seg.max(axis=1).astype(np.int32)),
             "num_tokens": pa.array((seg > 0).sum(axis=1).astype(np.int32)),
         }
@@ -158,8 +178,9 @@ def write_part(job: dict[str, Any], out_dir: str, seq_len: int, pad_id: int) -> 
 
 def _jobs(
     items: dict[str, np.ndarray], bin_source: list[str], num_bins: int, seq_len: int, per_part: int
-) -> list[dict[str, Any]]:
-    """Split bins into output parts of `per_part` sequences; items are sorted by bin."""
+) -> list[PackJob]:
+    """Split bins into output parts of `per_part` sequences; items are sorted by bin (no
+    token paths yet: `_attach_token_paths`)."""
     jobs = []
     for j, lo in enumerate(range(0, num_bins, per_part)):
         hi = min(lo + per_part, num_bins)
@@ -167,18 +188,20 @@ def _jobs(
         sl = {k: v[a:b] for k, v in items.items() if k != "bin"}
         sl["dest"] = (items["bin"][a:b] - lo) * seq_len + items["pos"][a:b]
         del sl["pos"]
-        jobs.append({"index": j, "num_seqs": hi - lo, "items": sl, "sources": bin_source[lo:hi]})
+        jobs.append(PackJob(j, hi - lo, sl, bin_source[lo:hi], []))
     return jobs
 
 
-def _attach_token_paths(jobs: list[dict[str, Any]], token_paths: list[str]) -> None:
-    """Give each job the token files it reads, and its items' `part` as an index into them:
+def _attach_token_paths(jobs: list[PackJob], token_paths: list[str]) -> list[PackJob]:
+    """Each job with the token files it reads, and its items' `part` as an index into them:
     the cost of opening inputs is then linear in parts, not input parts x output parts."""
+    out = []
     for job in jobs:
-        parts = job["items"]["part"]
+        parts = job.items["part"]
         used, local = np.unique(parts, return_inverse=True)
-        job["items"]["part"] = local.astype(np.int64).reshape(parts.shape)
-        job["token_paths"] = [token_paths[i] for i in used.tolist()]
+        items = {**job.items, "part": local.astype(np.int64).reshape(parts.shape)}
+        out.append(replace(job, items=items, token_paths=[token_paths[i] for i in used.tolist()]))
+    return out
 
 
 # ---------------------------------------------------------------- run
@@ -229,10 +252,10 @@ def _pack_all(
     return items, bin_source, num_bins, docs_split, concat_split
 
 
-def part_summary(pair: tuple[Path, Path]) -> tuple[int, list[str]]:
+def part_summary(pair: TokenPart) -> tuple[int, list[str]]:
     """Executor task: (documents, source names) of one part, from its docs file alone (the
     token file is checked when its window is read)."""
-    source = read_table(pair[1], columns=["source"]).column("source")
+    source = read_table(pair.docs, columns=["source"]).column("source")
     return len(source), [n for n in source.unique().to_pylist() if n is not None]
 
 
@@ -250,9 +273,7 @@ def windows(docs_per_part: list[int], window_docs: int) -> list[list[int]]:
     return out
 
 
-def _read_window(
-    ctx: StageContext, pairs: list[tuple[Path, Path]], part_ids: list[int], dtype: str, rank
-):
+def _read_window(ctx: StageContext, pairs: list[TokenPart], part_ids: list[int], dtype: str, rank):
     """Map over one window's tokenize parts -> lengths, source codes into the sorted names, and
     for each document its (global) part and token offset there."""
     sub = [pairs[i] for i in part_ids]
@@ -320,14 +341,13 @@ class _Writer:
         jobs = _jobs(
             {k: v[:cut] for k, v in items.items()}, bin_source[:done], done, self.cfg.seq_len, per
         )
-        for job in jobs:
-            job["index"] += self.next_index
+        jobs = [replace(job, index=job.index + self.next_index) for job in jobs]
         self.next_index += len(jobs)
         self.items = {k: v[cut:] for k, v in items.items()}
         self.items["bin"] = self.items["bin"] - done
         self.sources = bin_source[done:]
         if jobs:
-            _attach_token_paths(jobs, self.token_paths)
+            jobs = _attach_token_paths(jobs, self.token_paths)
             written = self.ctx.executor.map(self.fn, jobs, desc="pack write")
             self.outputs += [f for w in written for f in w]
 
@@ -341,7 +361,7 @@ def run(cfg: PackConfig, ctx: StageContext) -> StageResult:
     rank = {n: i for i, n in enumerate(names)}
     pad_id = meta.get("pad_id")
     pad_id = int(meta["eos_id"] if pad_id is None else pad_id)
-    writer = _Writer(ctx, cfg, [str(p[0]) for p in pairs], pad_id)
+    writer = _Writer(ctx, cfg, [str(p.tokens) for p in pairs], pad_id)
     totals = _Totals()
     wins = windows([s[0] for s in summaries], cfg.window_docs)
     for w, part_ids in enumerate(wins):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.dedup import files, reduce
 from pipeline.stages.dedup.config import DedupConfig
 from pipeline.stages.dedup.measured import log_measured, measure_payload, measured_stats
+from pipeline.stages.dedup.tasks import RowRange
+from pipeline.stages.dedup.verify import PartRows
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
 EXAMPLE_DOCS = 5  # documents shown per example cluster
@@ -65,14 +68,23 @@ def _batches(texts: list[str], max_docs: int) -> list[tuple[int, int]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SketchPart:
+    """Part `index` at `path`, whose first row is global row `first`: one hash task."""
+
+    index: int
+    path: Path
+    first: int
+
+
 def _sketch_part(
-    item: tuple[int, Path, int], cfg: DedupConfig, seed: int, work_dir: str, bits: int
+    item: SketchPart, cfg: DedupConfig, seed: int, work_dir: str, bits: int
 ) -> dict[str, Any]:
     """Read one part (global rows from `first`); write its per-document arrays to `work_dir`:
     `score` (keep: longest | quality), exact keys (`keys` by bucket + `keybounds`, or in row
     order for bloom), `empty` (no shingle) and its MinHash signatures, transposed (uint32
     [num_perm, n]: a band's rows are contiguous). Returns counts: nothing per document."""
-    index, path, first = item
+    index, path, first = item.index, item.path, item.first
     columns = ["text"] + (["quality"] if cfg.keep == "quality" else [])
     names = pq.ParquetFile(path).schema_arrow.names
     for col in columns:
@@ -122,7 +134,7 @@ def _sketch(cfg: DedupConfig, ctx: StageContext, seed: int) -> tuple[reduce.Plan
     plan = reduce.Plan(ctx.out_dir / SKETCH_DIR, list(ctx.input_parts), offsets, seed, bits)
     plan.work.mkdir(parents=True, exist_ok=True)
     fn = functools.partial(_sketch_part, cfg=cfg, seed=seed, work_dir=str(plan.work), bits=bits)
-    items = [(i, p, int(offsets[i])) for i, p in enumerate(plan.parts)]
+    items = [SketchPart(i, p, int(offsets[i])) for i, p in enumerate(plan.parts)]
     results = ctx.executor.map(fn, items, desc="dedup: hash")
     for i, res in enumerate(results):
         if res["num_docs"] != counts[i]:
@@ -157,11 +169,11 @@ def _part_decisions(
 
 
 def _sample_part(
-    item: tuple[int, int, int], work_dir: str, num_buckets: int, ranges: int, seed: int, k: int
+    item: RowRange, work_dir: str, num_buckets: int, ranges: int, seed: int, k: int
 ) -> dict[str, np.ndarray]:
     """Measurement draw, per part: its `k` near-dropped documents and `k` documents with
     shingles of smallest seeded key (the driver keeps the global smallest: a uniform sample)."""
-    index, lo, hi = item
+    index, lo, hi = item.index, item.lo, item.hi
     decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     idx = np.arange(lo, hi, dtype=np.int64)
     near = decision == cl.NEAR_DUP
@@ -174,7 +186,7 @@ def _sample_part(
 
 
 def _apply_part(
-    item: tuple[int, Path, int, int],
+    item: PartRows,
     work_dir: str,
     out_dir: Path,
     num_buckets: int,
@@ -184,7 +196,7 @@ def _apply_part(
 ) -> dict[str, Any]:
     """Map 2: write part `index`'s kept and rejected rows; return its counts, its rows among
     the example documents `shown` (sorted global indices) and what `want` asks to measure."""
-    index, path, lo, hi = item
+    index, path, lo, hi = item.index, item.path, item.lo, item.hi
     decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     table = read_table(path)
     payload = measure_payload(table, lo, decision, cluster, want) if want else None
@@ -282,8 +294,7 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         shown=shown,
         want=want,
     )
-    items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
-    results = ctx.executor.map(fn, items, desc="dedup: write")
+    results = ctx.executor.map(fn, plan.part_rows, desc="dedup: write")
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
     if want is not None:
         t0 = time.perf_counter()

@@ -16,6 +16,7 @@ from pipeline.dedup.components import (
     unique_edges,
 )
 from pipeline.stages.dedup import files
+from pipeline.stages.dedup.tasks import RowRange
 
 
 def read_range(work_dir: str, kind: str, count: int, lo: int, hi: int) -> np.ndarray:
@@ -30,21 +31,21 @@ def scatter_task(index: int, work_dir: str) -> int:
     return 0
 
 
-def star_task(item: tuple[int, int, int], work_dir: str, step: int, count: int, large: bool) -> int:
+def star_task(item: RowRange, work_dir: str, step: int, count: int, large: bool) -> int:
     """One range of nodes [lo, hi) of round `step`: read its edges from the `count` files of
     round step - 1, write the star step's pairs in both orientations (`cc<step>-q`); returns
     the number of edges that changed."""
-    q, lo, hi = item
+    q, lo, hi = item.index, item.lo, item.hi
     edges = read_range(work_dir, f"cc{step - 1}", count, lo, hi)
     pairs, changed = (large_star if large else small_star)(edges[0], edges[1])
     files.save(work_dir, f"cc{step}", q, directed(pairs))
     return changed
 
 
-def label_task(item: tuple[int, int, int], work_dir: str, step: int, count: int) -> int:
+def label_task(item: RowRange, work_dir: str, step: int, count: int) -> int:
     """Part `index` (nodes [lo, hi)) after the last round: `cc-i` int64 [2, m] (node, label =
     the smallest of it and its neighbours) by node, `bylabel-i` the same by (label, node)."""
-    index, lo, hi = item
+    index, lo, hi = item.index, item.lo, item.hi
     edges = read_range(work_dir, f"cc{step}", count, lo, hi)
     first = starts(edges[0])
     node = edges[0][first]

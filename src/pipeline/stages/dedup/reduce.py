@@ -24,6 +24,7 @@ from pipeline.stage import StageContext
 from pipeline.stages.dedup import files
 from pipeline.stages.dedup.components import label_task, scatter_task, star_task
 from pipeline.stages.dedup.tasks import (
+    RowRange,
     band_bucket_task,
     cluster_task,
     copy_flags_task,
@@ -31,7 +32,7 @@ from pipeline.stages.dedup.tasks import (
     example_copies_task,
     resolve_task,
 )
-from pipeline.stages.dedup.verify import candidate_sets_task, verify_task
+from pipeline.stages.dedup.verify import PartRows, candidate_sets_task, verify_task
 
 if TYPE_CHECKING:
     from pipeline.stages.dedup.config import DedupConfig
@@ -55,10 +56,15 @@ class Plan:
         return int(self.offsets[-1])
 
     @property
-    def ranges(self) -> list[tuple[int, int, int]]:
+    def ranges(self) -> list[RowRange]:
         """(part, first row, end row) of every part."""
         o = self.offsets.tolist()
-        return [(i, o[i], o[i + 1]) for i in range(len(self.parts))]
+        return [RowRange(i, o[i], o[i + 1]) for i in range(len(self.parts))]
+
+    @property
+    def part_rows(self) -> list[PartRows]:
+        """(part, path, first row, end row) of every part."""
+        return [PartRows(r.index, self.parts[r.index], r.lo, r.hi) for r in self.ranges]
 
 
 def exact_copies(cfg: DedupConfig, ctx: StageContext, plan: Plan) -> tuple[dict[str, Any], int]:
@@ -74,7 +80,7 @@ def exact_copies(cfg: DedupConfig, ctx: StageContext, plan: Plan) -> tuple[dict[
         return {}, 0
     # bloom: first-seen order is sequential by nature; the filter is the only big thing held
     bf = BloomFilter(*bloom_size(cfg.bloom_expected_docs or max(1, plan.n), cfg.bloom_fp_rate))
-    for i, _, _ in plan.ranges:
+    for i in range(len(plan.parts)):
         files.save(plan.work, "dup", i, bf.add_new(np.array(files.load(plan.work, "keys", i))))
     return exact.bloom_stats(bf, cfg.bloom_fp_rate), bf.words.nbytes
 
@@ -96,8 +102,7 @@ def near_pairs(cfg: DedupConfig, ctx: StageContext, plan: Plan, num_empty: int) 
         fn = functools.partial(
             candidate_sets_task, work_dir=work, groups=groups, ngram=cfg.ngram, seed=plan.seed
         )
-        items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
-        ctx.executor.map(fn, items, desc="dedup: shingles")
+        ctx.executor.map(fn, plan.part_rows, desc="dedup: shingles")
     fn = functools.partial(
         verify_task,
         work_dir=work,
@@ -108,7 +113,7 @@ def near_pairs(cfg: DedupConfig, ctx: StageContext, plan: Plan, num_empty: int) 
     )
     results = ctx.executor.map(fn, plan.ranges, desc="dedup: verify")
     eligible = 0
-    for i, _, _ in plan.ranges:  # one part's flags at a time
+    for i in range(len(plan.parts)):  # one part's flags at a time
         ok = ~files.load(plan.work, "empty", i)
         dup = files.load_or_none(plan.work, "dup", i)
         eligible += int((ok & ~dup).sum() if dup is not None else ok.sum())
@@ -129,7 +134,7 @@ def components(ctx: StageContext, plan: Plan, verified: int) -> int:
     work, parts = str(plan.work), len(plan.parts)
     ranges = max(1, min(parts, -(-2 * verified // CC_EDGES_PER_TASK)))
     bounds = (np.arange(ranges + 1) * plan.n) // ranges
-    items = [(q, int(bounds[q]), int(bounds[q + 1])) for q in range(ranges)]
+    items = [RowRange(q, int(bounds[q]), int(bounds[q + 1])) for q in range(ranges)]
     ctx.executor.map(
         functools.partial(scatter_task, work_dir=work), list(range(parts)), desc="dedup: components"
     )
@@ -173,7 +178,7 @@ def clusters(
             top=top,
             per=per,
         )
-        items = [(q, int(bounds[q]), int(bounds[q + 1])) for q in range(ranges)]
+        items = [RowRange(q, int(bounds[q]), int(bounds[q + 1])) for q in range(ranges)]
         results += ctx.executor.map(fn, items, desc="dedup: near clusters")
     counts = sum((r["size_counts"] for r in results), np.zeros(len(cl.SIZE_BUCKETS), np.int64))
     best = cl.top_clusters(

@@ -8,6 +8,7 @@ memory: one bucket's keys (~`bucket_docs` x 24 bytes plus the sort's temporaries
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,15 @@ from pipeline.dedup.cluster import size_counts, top_clusters
 from pipeline.dedup.exact import bucket_copies
 from pipeline.dedup.lsh import band_edges, sig_name, unique_columns
 from pipeline.stages.dedup import files
+
+
+@dataclass(frozen=True, slots=True)
+class RowRange:
+    """Global rows [lo, hi) of part (or node range) `index`: one task's slice."""
+
+    index: int
+    lo: int
+    hi: int
 
 
 def exact_bucket_task(bucket: int, work_dir: str, num_parts: int) -> int:
@@ -35,10 +45,10 @@ def exact_bucket_task(bucket: int, work_dir: str, num_parts: int) -> int:
     return copies.shape[1]
 
 
-def copy_flags_task(item: tuple[int, int, int], work_dir: str, num_buckets: int) -> int:
+def copy_flags_task(item: RowRange, work_dir: str, num_buckets: int) -> int:
     """Part `index` (global rows [lo, hi)): bool `dup-i`, its rows that are exact copies (read
     from every bucket's `copies` by range); returns how many."""
-    index, lo, hi = item
+    index, lo, hi = item.index, item.lo, item.hi
     dup = np.zeros(hi - lo, bool)
     for b in range(num_buckets):
         dup[files.range_rows(files.load(work_dir, "copies", b), lo, hi)[0] - lo] = True
@@ -102,7 +112,7 @@ def _summary(ids: np.ndarray, sizes: np.ndarray, top: int) -> dict[str, Any]:
 
 
 def cluster_task(
-    item: tuple[int, int, int],
+    item: RowRange,
     work_dir: str,
     offsets: np.ndarray,
     num_buckets: int,
@@ -114,7 +124,7 @@ def cluster_task(
     copies from every bucket's `add`; the kept member (the best `score`, ties to the first
     seen; the first seen without scores) to `win-q`. Returns the clusters' summary and, for
     its `top` largest, the kept member and the first `per - 1` others (example candidates)."""
-    q, lo, hi = item
+    q, lo, hi = item.index, item.lo, item.hi
     num_parts = len(offsets) - 1
     got = [files.range_rows(files.load(work_dir, "bylabel", i), lo, hi) for i in range(num_parts)]
     label, node = np.concatenate([np.zeros((2, 0), np.int64), *got], axis=1)

@@ -9,6 +9,7 @@ their documents' sets; the driver holds none.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pipeline.dedup.lsh import unique_columns
 from pipeline.dedup.minhash import exact_jaccard, shingle_sets
 from pipeline.parts import read_table
 from pipeline.stages.dedup import files
-from pipeline.stages.dedup.tasks import candidate_signatures
+from pipeline.stages.dedup.tasks import RowRange, candidate_signatures
 
 SET_BATCH_DOCS = 250  # documents per shingle_sets call: temporaries stay cache-sized
 
@@ -41,12 +42,20 @@ def part_candidates(work_dir: str, groups: int, lo: int, hi: int) -> np.ndarray:
     return np.unique(np.concatenate(got))
 
 
-def candidate_sets_task(
-    item: tuple[int, Path, int, int], work_dir: str, groups: int, ngram: int, seed: int
-) -> int:
+@dataclass(frozen=True, slots=True)
+class PartRows:
+    """Part `index` at `path`, global rows [lo, hi): a task that reads the part's text."""
+
+    index: int
+    path: Path
+    lo: int
+    hi: int
+
+
+def candidate_sets_task(item: PartRows, work_dir: str, groups: int, ngram: int, seed: int) -> int:
     """Write part `index`'s candidate documents (`cand-i`), their shingle sets concatenated
     (`sets-i`, uint64) and offsets into them (`setoff-i`, int64 [c + 1]); returns c."""
-    index, path, lo, hi = item
+    index, path, lo, hi = item.index, item.path, item.lo, item.hi
     docs = part_candidates(work_dir, groups, lo, hi)
     texts = read_table(path, columns=["text"]).column("text").take(pa.array(docs - lo))
     texts = texts.to_pylist()
@@ -78,7 +87,7 @@ def _read_sets(work_dir: str, offsets: np.ndarray, docs: np.ndarray) -> dict[int
 
 
 def verify_task(
-    item: tuple[int, int, int],
+    item: RowRange,
     work_dir: str,
     groups: int,
     offsets: np.ndarray,
@@ -87,7 +96,7 @@ def verify_task(
 ) -> dict[str, Any]:
     """Verify part `index`'s candidate pairs (lower index in [lo, hi)); write the ones at or
     above `threshold` as `near-i` int64 [2, V]. Returns the numbers of candidates and verified."""
-    index, lo, hi = item
+    index, lo, hi = item.index, item.lo, item.hi
     pairs = part_pairs(work_dir, groups, lo, hi)
     docs = np.unique(pairs)
     if method == "exact":
