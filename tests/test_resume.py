@@ -206,7 +206,7 @@ def test_shard_writes_are_recorded_and_resume(tmp_path, monkeypatch, caplog, cap
     calls: Counter[str] = Counter()
 
     def crashing(job, **kw):
-        if job[0] == 3 and "train" in kw["out_dir"]:
+        if job.index == 3 and "train" in kw["out_dir"]:
             raise RuntimeError("simulated crash")
         return original(job, **kw)
 

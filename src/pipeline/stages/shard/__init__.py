@@ -9,6 +9,7 @@ recipe's seed (what a trainer expects), `permutation_seed` and `subsample_seed` 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -108,12 +109,19 @@ def group_parts(paths: list[Path]) -> list[dict[str, Path]]:
     return io_group_parts(paths, kinds, "pack")
 
 
-def write_shard(
-    job: tuple[int, np.ndarray, np.ndarray], parts: list[dict[str, str]], out_dir: str
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ShardJob:
+    """Shard `index`: output row k is row `rows[k]` of pack part `part[k]`."""
+
+    index: int
+    part: np.ndarray
+    rows: np.ndarray
+
+
+def write_shard(job: ShardJob, parts: list[dict[str, str]], out_dir: str) -> dict[str, Any]:
     """Gather one shard: output row k is row `rows[k]` of pack part `part[k]`. A job carries only
     its own rows (16 B per sequence), never the global index."""
-    j, part, rows = job
+    j, part, rows = job.index, job.part, job.rows
     path = Path(out_dir) / shard_name(j)
     return recorded(path, gather_shard(part, rows, parts, path))
 
@@ -131,7 +139,7 @@ def _write_split(
     sizes = shard_sizes(len(order), cfg.shard_size)
     bounds = np.cumsum([0, *sizes])
     chunks = [order[bounds[j] : bounds[j + 1]] for j in range(len(sizes))]
-    jobs = [(j, part_of[idx], row_of[idx]) for j, idx in enumerate(chunks)]
+    jobs = [ShardJob(j, part_of[idx], row_of[idx]) for j, idx in enumerate(chunks)]
     fn = partial(write_shard, parts=parts, out_dir=str(ctx.out_dir / sub))
     return [r["shard"] for r in ctx.executor.map(fn, jobs, desc=f"shard {sub}")]
 

@@ -18,6 +18,7 @@ The bytes differ from the exact path's (other random streams); per-source counts
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -52,12 +53,22 @@ def allocate(per_part: np.ndarray, wanted: np.ndarray, rng: np.random.Generator)
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SelectPart:
+    """Pack part `index` (its `seqs` file): `take[k]` rows of source k, `n_eval` held out."""
+
+    index: int
+    seqs_path: str
+    take: np.ndarray
+    n_eval: int
+
+
 def select_part(
-    item: tuple[int, str, np.ndarray, int], names: list[str], folder: str, seed: int
+    item: SelectPart, names: list[str], folder: str, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Executor task: part p's selected rows, `take[k]` of source k, `n_eval` of them held out;
     writes p.train.npy / p.eval.npy (sorted int32 rows) and returns the per-source counts."""
-    p, seqs_path, take, n_eval = item
+    p, seqs_path, take, n_eval = item.index, item.seqs_path, item.take, item.n_eval
     source = read_table(Path(seqs_path), columns=["source"]).column("source")
     codes = pc.index_in(source, value_set=pa.array(names, pa.string())).to_numpy(
         zero_copy_only=False
@@ -117,8 +128,17 @@ def _locate(ranks: np.ndarray, starts: np.ndarray, folder: str, kind: str):
     return part, rows
 
 
+@dataclass(frozen=True, slots=True)
+class ShardSpan:
+    """Shard `index`: positions [start, end) of its split's order."""
+
+    index: int
+    start: int
+    end: int
+
+
 def write_train_shard(
-    job: tuple[int, int, int],
+    job: ShardSpan,
     starts: np.ndarray,
     perm_seed: int,
     parts: list[dict[str, str]],
@@ -128,7 +148,7 @@ def write_train_shard(
     """Executor task: train shard j = output positions [a, b) of the Feistel order; returns its
     (file, rows, sha256) and its shuffle statistics (merged in order by the driver), recorded
     for part-level resume."""
-    j, a, b = job
+    j, a, b = job.index, job.start, job.end
     total = int(starts[-1])
     ranks = FeistelPermutation(total, perm_seed)(np.arange(a, b, dtype=np.int64))
     part, rows = _locate(ranks, starts, folder, "train")
@@ -140,22 +160,22 @@ def write_train_shard(
 
 
 def write_eval_shard(
-    job: tuple[int, int, int],
+    job: ShardSpan,
     starts: np.ndarray,
     parts: list[dict[str, str]],
     folder: str,
     out_dir: str,
 ) -> dict[str, Any]:
     """Executor task: eval shard j = eval sequences [a, b) in pack order."""
-    j, a, b = job
+    j, a, b = job.index, job.start, job.end
     part, rows = _locate(np.arange(a, b, dtype=np.int64), starts, folder, "eval")
     path = Path(out_dir) / shard_name(j)
     return recorded(path, gather_shard(part, rows, parts, path))
 
 
-def _jobs(total: int, shard_size: int) -> list[tuple[int, int, int]]:
+def _jobs(total: int, shard_size: int) -> list[ShardSpan]:
     bounds = np.cumsum([0, *shard_sizes(total, shard_size)]).tolist()
-    return [(j, bounds[j], bounds[j + 1]) for j in range(len(bounds) - 1)]
+    return [ShardSpan(j, bounds[j], bounds[j + 1]) for j in range(len(bounds) - 1)]
 
 
 def _starts(per_part: np.ndarray) -> np.ndarray:
@@ -186,7 +206,7 @@ def run_bounded(
     evals = rng.multivariate_hypergeometric(selected, n_eval) if n_sel else selected * 0
     folder = ctx.out_dir / SELECT_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    items = [(p, parts[p]["seqs"], take[p], int(evals[p])) for p in range(len(parts))]
+    items = [SelectPart(p, parts[p]["seqs"], take[p], int(evals[p])) for p in range(len(parts))]
     fn = partial(select_part, names=names, folder=str(folder), seed=seed)
     picked = ctx.executor.map(fn, items, desc="shard select")
     train_src = sum((r[0] for r in picked), np.zeros(len(names), np.int64))
