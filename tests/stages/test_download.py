@@ -349,11 +349,11 @@ def test_split_reader_maps_are_recorded_for_resume(tmp_path, monkeypatch):
     reads, parts, crash = [], [], [True]
 
     def read(job, **kw):
-        reads.append(job[0])
+        reads.append(job.index)
         return real_read(job, **kw)
 
     def part(job, **kw):
-        parts.append(job[0])
+        parts.append(job.index)
         if crash and len(parts) == 3:
             crash.pop()
             raise OSError("simulated crash")

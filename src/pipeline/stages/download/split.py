@@ -215,9 +215,17 @@ class _Sink:
         return True
 
 
-def read_range(job: tuple[int, Span], out_dir: str, parse: Parse) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class RangeJob:
+    """Range `index` of the inputs (pass 1): the span it parses."""
+
+    index: int
+    span: Span
+
+
+def read_range(job: RangeJob, out_dir: str, parse: Parse) -> dict[str, Any]:
     """Parse one range into temp files of its records and malformed lines; its statistics."""
-    index, span = job
+    index, span = job.index, job.span
     out = Path(out_dir)
     good_rel, bad_rel = f"{TEMP_DIR}/{index:06d}-good.arrow", f"{TEMP_DIR}/{index:06d}-bad.arrow"
     good, bad = _Sink(out / good_rel, GOOD_SCHEMA), _Sink(out / bad_rel, BAD_SCHEMA)
@@ -235,26 +243,43 @@ def read_range(job: tuple[int, Span], out_dir: str, parse: Parse) -> dict[str, A
 # ---------------------------------------------------------------- pass 2: parts from temp files
 
 
-def _rows(out: Path, slices: list[tuple[str, int, int]], columns: list[str]) -> list[list]:
+@dataclass(frozen=True, slots=True)
+class RowSlice:
+    """`rows` rows of pass 1's temp file `file` (relative to the stage folder) from row `row`."""
+
+    file: str
+    row: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class GatherJob:
+    """Output part `index` (pass 2): the temp file slices it is made of, in order."""
+
+    index: int
+    slices: list[RowSlice]
+
+
+def _rows(out: Path, slices: list[RowSlice], columns: list[str]) -> list[list]:
     cols: list[list] = [[] for _ in columns]
-    for rel, row, n in slices:
-        with pa.memory_map(str(out / rel)) as src:
-            t = pa.ipc.open_file(src).read_all().slice(row, n)
+    for s in slices:
+        with pa.memory_map(str(out / s.file)) as src:
+            t = pa.ipc.open_file(src).read_all().slice(s.row, s.rows)
             for c, name in zip(cols, columns, strict=True):
                 c.extend(t.column(name).to_pylist())
     return cols
 
 
-def gather_part(job: tuple[int, list[tuple[str, int, int]]], out_dir: str, source: str):
+def gather_part(job: GatherJob, out_dir: str, source: str):
     """Part `index` from slices (temp file, first row, rows) of pass 1's record files. Built
     from the Arrow columns directly (no Python strings): the same table, the same bytes."""
-    index, slices = job
+    index, slices = job.index, job.slices
     out = Path(out_dir)
     chunks: dict[str, list[pa.Array]] = {"id": [], "text": []}
-    maps = [pa.memory_map(str(out / rel)) for rel, _, _ in slices]
+    maps = [pa.memory_map(str(out / s.file)) for s in slices]
     try:
-        for src, (_, row, n) in zip(maps, slices, strict=True):
-            t = pa.ipc.open_file(src).read_all().slice(row, n)
+        for src, s in zip(maps, slices, strict=True):
+            t = pa.ipc.open_file(src).read_all().slice(s.row, s.rows)
             for name, c in chunks.items():
                 c.extend(t.column(name).chunks)
         ids, texts = (pa.concat_arrays(chunks[c]) for c in ("id", "text"))  # copies
@@ -270,9 +295,9 @@ def gather_part(job: tuple[int, list[tuple[str, int, int]]], out_dir: str, sourc
     return {"outputs": [rel], "bytes": nbytes}
 
 
-def gather_rejected(job: tuple[int, list[tuple[str, int, int]]], out_dir: str):
+def gather_rejected(job: GatherJob, out_dir: str):
     """Rejected part `index` from slices of pass 1's malformed-line files."""
-    index, slices = job
+    index, slices = job.index, job.slices
     out = Path(out_dir)
     where, raw, reasons = _rows(out, slices, ["id", "text", "reason"])
     rel = f"rejected/{part_name(index)}"
@@ -280,9 +305,7 @@ def gather_rejected(job: tuple[int, list[tuple[str, int, int]]], out_dir: str):
     return {"outputs": [rel]}
 
 
-def slice_jobs(
-    files: list[tuple[str, int, int]], total: int, size: int
-) -> list[tuple[int, list[tuple[str, int, int]]]]:
+def slice_jobs(files: list[tuple[str, int, int]], total: int, size: int) -> list[GatherJob]:
     """(part index, [(file, first row, rows)]) per part of `size` rows over the concatenation
     of `files` = [(file, number of its first row overall, rows)] in order."""
     starts = [first for _, first, _ in files]
@@ -295,10 +318,10 @@ def slice_jobs(
         while at < hi:  # files hold >= 1 row each: every step takes some
             rel, first, n = files[f]
             take = min(hi, first + n) - at
-            slices.append((rel, at - first, take))
+            slices.append(RowSlice(rel, at - first, take))
             at += take
             f += 1
-        jobs.append((index, slices))
+        jobs.append(GatherJob(index, slices))
     return jobs
 
 
@@ -369,7 +392,7 @@ def read_split(
         check(stats.docs_in, stats.docs_in - stats.docs_out, _first(stats))
         return (results[0]["outputs"] if results else []), stats
     fn = functools.partial(read_range, out_dir=str(out_dir), parse=parse)
-    results = executor.map(fn, list(enumerate(spans)), "download read")
+    results = executor.map(fn, [RangeJob(i, s) for i, s in enumerate(spans)], "download read")
     stats = RangeStats()
     good_files, bad_files = [], []
     for i, r in enumerate(results):

@@ -52,13 +52,21 @@ UNSPACED_SHARE = lm.UNSPACED_SHARE  # this much Han/Kana/Thai/...: no heuristic 
 # ---------------------------------------------------------------- per-part work (map)
 
 
+@dataclass(frozen=True, slots=True)
+class ScanPart:
+    """Input part `index` at `path`: one stats or classifier-score task."""
+
+    index: int
+    path: Path
+
+
 def _scan_part(
-    item: tuple[int, Path], folder: Path, max_chars: int, weights: dict[str, float], bias: float
+    item: ScanPart, folder: Path, max_chars: int, weights: dict[str, float], bias: float
 ) -> dict[str, Any]:
     """Statistics of one part: the heuristic score, scorable (has words), unspaced (mostly a
     script without spaces), characters read and the hidden label codes go to the part's `scan`
     columns (the statistics stay in the task); the driver gets counts."""
-    part, path = item
+    part, path = item.index, item.path
     table = read_table(path)
     texts = table.column("text").to_pylist()
     heur = heuristic_score(stats_matrix(texts, max_chars), weights, bias)  # row-wise: exact
@@ -78,8 +86,12 @@ def _scan_part(
     }
 
 
-def _score_part(item: tuple[int, Path], model: Model, max_chars: int, folder: Path) -> int:
-    part, path = item
+def _scan_items(parts: list[Path]) -> list[ScanPart]:
+    return [ScanPart(i, p) for i, p in enumerate(parts)]
+
+
+def _score_part(item: ScanPart, model: Model, max_chars: int, folder: Path) -> int:
+    part, path = item.index, item.path
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     X = hashed_features(texts, model.meta["dims"], HASH_SEED, max_chars)
     partcols.save(folder, part, "clf", classifier=model.predict(X, stats_matrix(texts, max_chars)))
@@ -146,7 +158,7 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         weights=weights,
         bias=cfg.heuristic_bias,
     )
-    scans = ctx.executor.map(fn, list(enumerate(parts)), desc="quality stats")
+    scans = ctx.executor.map(fn, _scan_items(parts), desc="quality stats")
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in scans])]).astype(np.int64)
     n_ok = sum(s["ok"] for s in scans)
     unspaced = sum(s["unspaced"] for s in scans)
@@ -179,7 +191,7 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         model, info = classifier.train_or_load(cfg, ctx, part_cols, offsets)
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
-        ctx.executor.map(fn, list(enumerate(parts)), desc="quality score")
+        ctx.executor.map(fn, _scan_items(parts), desc="quality score")
         names += ["classifier", "mean"]
     used = cfg.score if cfg.score in names else "heuristic"  # no model: heuristic fallback
     plan = parttasks.Plan(folder, used, lm_ran)
@@ -227,7 +239,7 @@ def _write(
         sc.model is not None,
     )
     picks = parttasks.decile_picks(ctx.executor, sc.plan, len(parts), sc.n_ok)
-    items = [(i, p, rule_args[i], picks[i], cuts) for i, p in enumerate(parts)]
+    items = [write.WritePart(i, p, rule_args[i], picks[i], cuts) for i, p in enumerate(parts)]
     fn = functools.partial(write.write_part, out_dir=ctx.out_dir, spec=spec)
     return ctx.executor.map(fn, items, desc="quality write")
 

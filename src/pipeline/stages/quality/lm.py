@@ -63,8 +63,16 @@ def _raw_size(path: Path) -> int:
     return int(pc.sum(pc.utf8_length(col)).as_py() or 0)
 
 
+@dataclass(frozen=True, slots=True)
+class DrawPart:
+    """Download part `index` at `path`: one self-reference draw task."""
+
+    index: int
+    path: Path
+
+
 def _eligible_part(
-    item: tuple[int, Path],
+    item: DrawPart,
     lo: float,
     hi: float,
     seed: int,
@@ -79,7 +87,7 @@ def _eligible_part(
     and PII redaction (when the run has a clean stage), then heuristic >= min_heuristic (1 for
     unspaced scripts). Returns
     (positions as uint64 keys, cleaned texts, characters read)."""
-    part, path = item
+    part, path = item.index, item.path
     table = read_table(path)
     n = table.num_rows
     ids = table.column("id").to_pylist() if "id" in table.column_names else None
@@ -124,6 +132,7 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
     lo, hi = 0.0, min(1.0, REF_OVERSAMPLE * budget / max(total, 1))
     keys, texts, chars = [], [], []
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
+    draws = [DrawPart(i, p) for i, p in enumerate(parts)]
     while True:
         fn = functools.partial(
             _eligible_part,
@@ -136,7 +145,7 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
             bias=cfg.heuristic_bias,
             with_clean="clean" in ctx.inputs,
         )
-        for k, t, c in ctx.executor.map(fn, list(enumerate(parts)), desc="quality reference"):
+        for k, t, c in ctx.executor.map(fn, draws, desc="quality reference"):
             keys.append(k)
             texts += t
             chars.append(c)
@@ -199,14 +208,23 @@ def fit_coherence(lm: LMResult, extra: tuple | None) -> dict[int, Coherence]:
     return lm.scorer.classifiers
 
 
-def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
-    """LM columns of every row of one part. `item` = (part, file for the features, partcols
-    folder, part number);
-    `scorer` is the scorer itself (inline) or the file a worker process loads it from (once
-    per process). The features go to the file (the coherence pass reads them back), the
-    perplexity, context gain and script to the part's `lm` columns; the driver gets counts.
-    A text is scored by the fold model of its text's hash (`text_keys`)."""
-    path, feats_file, folder, part = item
+@dataclass(frozen=True, slots=True)
+class ScoreJob:
+    """Input part `part` at `path`: where its LM features go and its partcols folder."""
+
+    path: Path
+    feats_file: Path
+    folder: Path
+    part: int
+
+
+def score_part(item: ScoreJob, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
+    """LM columns of every row of one part (`item`: the part, the file for its features, its
+    partcols folder). `scorer` is the scorer itself (inline) or the file a worker process
+    loads it from (once per process). The features go to the file (the coherence pass reads
+    them back), the perplexity, context gain and script to the part's `lm` columns; the driver
+    gets counts. A text is scored by the fold model of its text's hash (`text_keys`)."""
+    path, feats_file, folder, part = item.path, item.feats_file, item.folder, item.part
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     if isinstance(scorer, Path):
         scorer = load_scorer(scorer)
@@ -229,8 +247,17 @@ def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str
     }
 
 
-def _coherence_part(item: tuple[Path, Path, int], classifiers: dict) -> int:
-    feats_file, folder, part = item
+@dataclass(frozen=True, slots=True)
+class CoherenceJob:
+    """Part `part` of the partcols `folder`, whose LM features are in `feats_file`."""
+
+    feats_file: Path
+    folder: Path
+    part: int
+
+
+def _coherence_part(item: CoherenceJob, classifiers: dict) -> int:
+    feats_file, folder, part = item.feats_file, item.folder, item.part
     script = partcols.load(folder, part)["script"]
     coh = coherence_of(classifiers, np.load(feats_file, allow_pickle=False), script)
     partcols.save(folder, part, "coh", coherence=coh)
@@ -249,7 +276,10 @@ def score_all(
     assert lm.scorer is not None and lm.reference is not None
     feats_dir = ctx.out_dir / FEATS_DIR
     feats_dir.mkdir(parents=True, exist_ok=True)
-    items = [(p, feats_dir / f"part-{i:05d}.npy", folder, i) for i, p in enumerate(ctx.input_parts)]
+    items = [
+        ScoreJob(p, feats_dir / f"part-{i:05d}.npy", folder, i)
+        for i, p in enumerate(ctx.input_parts)
+    ]
     tmp = None
     if ctx.executor.workers > 1 and len(items) > 1:
         tmp = ctx.out_dir / TMP_LM_FILE
@@ -262,7 +292,9 @@ def score_all(
         classifiers = fit_coherence(lm, extra)
         fn2 = functools.partial(_coherence_part, classifiers=classifiers)
         ctx.executor.map(
-            fn2, [(it[1], folder, i) for i, it in enumerate(items)], desc="quality coherence"
+            fn2,
+            [CoherenceJob(it.feats_file, it.folder, it.part) for it in items],
+            desc="quality coherence",
         )
     finally:
         if tmp is not None:

@@ -81,8 +81,16 @@ def part_keys(cols: dict[str, np.ndarray], plan: Plan, group: tuple) -> np.ndarr
     return rank.sort_key(ppl[m])
 
 
-def rank_task(item: tuple[int, dict], plan: Plan) -> dict:
-    part, requests = item
+@dataclass(frozen=True, slots=True)
+class RankJob:
+    """Part `index` and one round's rank requests (pipeline.quality.rank) to answer."""
+
+    index: int
+    requests: dict
+
+
+def rank_task(item: RankJob, plan: Plan) -> dict:
+    part, requests = item.index, item.requests
     cols = partcols.load(plan.folder, part)
     return rank.answer_all(functools.partial(part_keys, cols, plan), requests)
 
@@ -90,7 +98,7 @@ def rank_task(item: tuple[int, dict], plan: Plan) -> dict:
 def select(executor: Any, plan: Plan, parts: int, queries: list, sizes: dict) -> list:
     def run_round(requests: dict) -> list[dict]:
         fn = functools.partial(rank_task, plan=plan)
-        return executor.map(fn, [(i, requests) for i in range(parts)], desc="quality rank")
+        return executor.map(fn, [RankJob(i, requests) for i in range(parts)], desc="quality rank")
 
     return rank.select(run_round, queries, sizes)
 

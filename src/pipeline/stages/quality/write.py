@@ -60,10 +60,22 @@ def _hist(values: np.ndarray) -> np.ndarray:
     return np.histogram(values, bins=HIST_BINS, range=(0.0, 1.0))[0]
 
 
-def write_part(item: tuple, out_dir: Path, spec: WriteSpec) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class WritePart:
+    """Part `index` at `path` and its share of the global decisions (see `part_keep`)."""
+
+    index: int
+    path: Path
+    rule_arg: tuple[int, int] | dict | None  # keep_fraction's (key, rows at it) / pareto state
+    picks: list[tuple[int, int, int]]  # [(decile, key, n)]: the decile examples it holds
+    cuts: dict | None  # {script: (p30, p60)} perplexity cut-offs, or None
+
+
+def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any]:
     """Write kept rows to part-i and dropped rows to rejected/part-i (input columns + quality);
     returns the part's counts, examples and the report's per-part sums."""
-    index, path, rule_arg, picks, cuts = item
+    index, path, rule_arg = item.index, item.path, item.rule_arg
+    picks, cuts = item.picks, item.cuts
     cols = partcols.load(spec.plan.folder, index)
     ok = cols["scorable"]
     final, scores = parttasks._final(cols, spec.plan)
