@@ -160,11 +160,17 @@ class TrainStream:
             drop_last=True,
         )
         self.loader = TokenLoader(ds, sampler, num_workers=workers, prefetch=2)
+        # Each DataLoader pass draws its workers' base seed from torch's global RNG unless it
+        # has a generator of its own; the pass starts in the prefetch thread, at no fixed
+        # point of the training step, so it would race dropout for the global RNG and break
+        # exact resume. The loader's own DataLoader gets a private generator.
+        self.loader._loader.generator = torch.Generator().manual_seed(seed)
         if state is not None:
             try:
                 self.loader.load_state_dict(state)
             except ValueError as exc:
-                raise PipelineError(f"checkpoint's loader state does not fit {ds.path}: {exc}") from None
+                msg = f"checkpoint's loader state does not fit {ds.path}: {exc}"
+                raise PipelineError(msg) from None
         self.state: dict[str, Any] = self.loader.state_dict()
         self._states: collections.deque = collections.deque()
         self.prefetcher = BatchPrefetcher(self._epochs(), device, depth=2)

@@ -58,9 +58,11 @@ def text_windows(ids: list[int], eos_id: int, seq_len: int) -> list[tuple[list[i
     """(inputs, targets) windows scoring every id of one text: inputs [EOS, ids...] shifted by
     one, cut into disjoint pieces of at most seq_len predictions."""
     seq = [eos_id, *ids]
-    return [
-        (seq[s : s + seq_len], seq[s + 1 : s + 1 + seq_len]) for s in range(0, len(ids), seq_len)
-    ]
+    out = []
+    for s in range(0, len(ids), seq_len):
+        target = seq[s + 1 : s + 1 + seq_len]
+        out.append((seq[s : s + len(target)], target))
+    return out
 
 
 @torch.no_grad()
