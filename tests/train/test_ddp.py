@@ -37,7 +37,8 @@ def _pretrain(cmd_head: list[str], recipe: Path, out: Path) -> dict:
 @pytest.mark.slow  # three Python processes importing torch: ~40 s on the loaded 2-core box
 def test_two_gloo_ranks_equal_one_process_at_the_same_global_batch(tiny_run, tmp_path):
     one = _pretrain([sys.executable], _recipe(tmp_path / "one.yaml", tiny_run, 4), tmp_path / "a")
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    torchrun += ["--nproc_per_node", "2"]
     two = _pretrain(torchrun, _recipe(tmp_path / "two.yaml", tiny_run, 2), tmp_path / "b")
     assert two["world_size"] == 2 and one["world_size"] == 1
     assert two["tokens_per_step"] == one["tokens_per_step"] == 4 * 32
