@@ -92,6 +92,16 @@ def generate() -> str:
             *table(stage.config_cls),
             "",
         ]
+    from pipeline.train.config import PretrainConfig  # torch-free: the recipe block only
+
+    lines += [
+        "## `pretrain:` (its own recipe file, `pipeline pretrain` / `pipeline ablate`)",
+        "",
+        "`PretrainConfig` in `src/pipeline/train/config.py`; see docs/pretrain.md.",
+        "",
+        *table(PretrainConfig),
+        "",
+    ]
     return "\n".join(lines)
 
 

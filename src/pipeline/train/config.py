@@ -41,7 +41,7 @@ class PretrainConfig:
     # eval
     eval_every: int = bounded(50, ge=0)  # steps between shard/eval evaluations; 0 = only at end
     eval_tokens: int = bounded(65536, ge=1)  # tokens of shard/eval per evaluation (front first)
-    eval_texts: list[str] = dataclasses.field(default_factory=list)  # .jsonl/.txt files: BPB
+    eval_texts: list[str] = dataclasses.field(default_factory=list)  # held-out .jsonl/.txt: BPB
     save_every: int = bounded(50, ge=0)  # steps between checkpoints; 0 = only at the end
     seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # model init, dropout and data order
     order: Literal["auto", "global", "sequential", "shard_block"] = "global"  # sampler order

@@ -68,6 +68,8 @@ def setup_dist(device_kind: str) -> Dist:
     if world <= 1:
         return Dist()
     d = Dist(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if device_kind == "cuda":  # before NCCL starts: each rank on its own GPU
+        torch.cuda.set_device(d.local_rank % torch.cuda.device_count())
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device_kind == "cuda" else "gloo")
         d.started = True
@@ -81,7 +83,9 @@ def resolve_device(cfg: PretrainConfig, d: Dist) -> torch.device:
     if want == "cuda":
         if not torch.cuda.is_available():
             raise PipelineError("pretrain.device: cuda asked for, but torch sees no CUDA GPU")
-        return torch.device("cuda", d.local_rank % torch.cuda.device_count())
+        dev = torch.device("cuda", d.local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)  # NCCL collectives and barrier() use the current device
+        return dev
     return torch.device("cpu")
 
 
