@@ -311,7 +311,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from pipeline.train.cli import run_pretrain
 
-    print(run_pretrain(args))
+    if text := run_pretrain(args):  # empty on ranks > 0 under torchrun
+        print(text)
     return 0
 
 
