@@ -107,11 +107,12 @@ def loss_sum(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(summed next-token nats over the targets, number of targets), both scalar tensors; the
     caller divides by the global count, so micro-batches and ranks add up exactly."""
-    logits = model(input_ids, segment_ids)[:, :-1].float()
+    logits = model(input_ids, segment_ids)  # [B, L, vocab]: no [:, :-1] slice, no copy of it
     keep = target_mask(segment_ids)
-    target = input_ids[:, 1:].masked_fill(~keep, -100)
+    target = torch.full_like(input_ids, -100)  # the last position predicts nothing
+    target[:, :-1] = input_ids[:, 1:].masked_fill(~keep, -100)
     nats = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"
+        logits.view(-1, logits.shape[-1]).float(), target.view(-1), reduction="sum"
     )
     return nats, keep.sum()
 
