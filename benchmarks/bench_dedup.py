@@ -295,7 +295,7 @@ def stage_run(texts: list[str], tmp: Path) -> dict:
     exact and near phases above it (numpy and Python; Arrow buffers are not traced)."""
     import pipeline.stages.dedup as stage
     from pipeline.executor import Executor
-    from pipeline.io import docs_table, write_table
+    from pipeline.parts import docs_table, write_table
     from pipeline.stage import StageContext, StageInputs
 
     parts = []

@@ -72,7 +72,7 @@ def run_once(
 
 
 def _warm(_: int) -> None:
-    import pipeline.stages.download_split  # noqa: F401  (what the tasks import)
+    import pipeline.stages.download.split  # noqa: F401  (what the tasks import)
 
     time.sleep(0.2)  # long enough for every worker to take one
 

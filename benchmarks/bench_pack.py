@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.executor import Executor
-from pipeline.io import part_name, sha256_file, write_table
+from pipeline.io import sha256_file
 from pipeline.packing import (
     best_fit_decreasing_reference,
     chunk,
@@ -34,6 +34,7 @@ from pipeline.packing import (
     pack_concat,
     pack_naive,
 )
+from pipeline.parts import part_name, write_table
 from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' fake tokenize output and p
 
 import pipeline.stages.pack as pack_mod  # noqa: E402
 from helpers import fake_tokenize, run_pack  # noqa: E402
-from pipeline.io import part_name  # noqa: E402
+from pipeline.parts import part_name  # noqa: E402
 
 OUT = ROOT / "outputs" / "benchmarks" / "pack_parts.json"
 

@@ -29,7 +29,7 @@ from pipeline.quality.features import (  # noqa: E402
 )
 from pipeline.quality.logreg import roc_auc  # noqa: E402
 from pipeline.recipe import build_recipe  # noqa: E402
-from pipeline.runner import run_recipe  # noqa: E402
+from pipeline.run.runner import run_recipe  # noqa: E402
 
 CORPORA = Path("/work/shared/corpora")
 JUNK_KINDS = ("shuffled", "keyword_spam", "boilerplate", "repetition")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_quality import BOILERPLATE, CORPORA, load_real  # noqa: E402
 from pipeline.quality.logreg import roc_auc  # noqa: E402
 from pipeline.recipe import build_recipe  # noqa: E402
-from pipeline.runner import run_recipe  # noqa: E402
+from pipeline.run.runner import run_recipe  # noqa: E402
 
 JUNK = (
     "word_salad",  # corpus-frequency words at a real document's sentence lengths

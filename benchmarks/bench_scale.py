@@ -181,7 +181,7 @@ def run_config(args: argparse.Namespace) -> dict:
     import pipeline.stages as stages_mod
     from pipeline.recipe import build_recipe
     from pipeline.report import load_report
-    from pipeline.runner import run_recipe
+    from pipeline.run.runner import run_recipe
 
     roots = {int(p) for p in args.roots.split(",") if p} if args.roots else set()
     sampler = Sampler(roots)

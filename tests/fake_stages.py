@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from pipeline.io import part_name, read_table, write_table
+from pipeline.parts import part_name, read_table, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 

@@ -15,9 +15,9 @@ import pyarrow as pa
 
 from pipeline.config import build_config
 from pipeline.executor import Executor
-from pipeline.io import part_name, write_table
+from pipeline.parts import part_name, write_table
 from pipeline.recipe import apply_overrides, build_recipe
-from pipeline.runner import run_recipe
+from pipeline.run.runner import run_recipe
 from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run

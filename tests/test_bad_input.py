@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from pipeline.cli import MAX_ERROR_CHARS, main
-from pipeline.io import read_table
 from pipeline.manifest import Manifest
+from pipeline.parts import read_table
 from pipeline.report import REPORT_NAME
 from pipeline.tokenizer import hf
 from pipeline.tokenizer.bpe import Tokenizer

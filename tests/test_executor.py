@@ -21,7 +21,7 @@ from pipeline.cli import main
 from pipeline.errors import RecipeError
 from pipeline.executor import Executor
 from pipeline.recipe import build_recipe
-from pipeline.runner import make_executor
+from pipeline.run.runner import make_executor
 
 
 def _square_after(delay_s: float, x: int) -> int:
@@ -155,5 +155,5 @@ def test_cli_flag_sets_the_kind(tmp_path, capsys):
 
 
 def test_object_store_out_dir_is_a_valid_recipe_key():
-    """A URL run folder is accepted by the recipe (pipeline.storage opens it at run time)."""
+    """A URL run folder is accepted by the recipe (pipeline.run.storage opens it at run time)."""
     assert build_recipe({**DOWNLOAD, "out_dir": "s3://b/run"}).run.out_dir == "s3://b/run"

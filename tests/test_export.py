@@ -14,8 +14,8 @@ from helpers import run_stages
 from pipeline.cli import main
 from pipeline.errors import PipelineError
 from pipeline.export import export
-from pipeline.io import read_table
 from pipeline.manifest import Manifest
+from pipeline.parts import read_table
 from pipeline.shards import npz_member
 
 datasets = pytest.importorskip("datasets")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.hashing import GOLDEN64, POLY_BASE, POLY_BASE_INV, mix64, poly_powers, span_hashes
+from pipeline.hashing import GOLDEN64, POLY_BASE, POLY_BASE_INV, poly_powers, span_hashes
+from pipeline.permute import mix64
 
 M64 = (1 << 64) - 1
 

@@ -1,10 +1,16 @@
 """The import graph of src/pipeline has no cycle: every `import pipeline.x` / `from pipeline.x
-import y` counts, including imports inside functions (a lazy import is how a cycle hides); only
-`if TYPE_CHECKING:` blocks are left out (annotations, never executed)."""
+import y` counts, including imports inside functions and under `if TYPE_CHECKING:` (a lazy or
+annotation-only import is how a cycle hides). The algorithm packages import no stage, runner,
+executor or Parquet-part code, and `import pipeline.loader` loads numpy and the shard format only.
+"""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -21,10 +27,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for mod, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):  # emptied, so ast.walk finds no imports in them
-            if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
-                node.body = []
-        for node in ast.walk(tree):
+        for node in ast.walk(tree):  # every import: top level, in functions, under TYPE_CHECKING
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -85,9 +88,24 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_the_graph_sees_lazy_and_package_imports():
     graph = import_graph()
-    assert "pipeline.runner" in graph["pipeline.cli"]  # imported inside a function
+    assert "pipeline.run.runner" in graph["pipeline.cli"]  # imported inside a function
     assert "pipeline.sources.builtin" in graph["pipeline.sources"]  # `from pkg import sub`
     assert "pipeline.config" in graph["pipeline.stages.clean"]
+    # under `if TYPE_CHECKING:` (annotations only) counts too
+    assert "pipeline.stages.dedup.config" in graph["pipeline.stages.dedup.reduce"]
+
+
+def test_the_graph_counts_type_checking_imports(tmp_path, monkeypatch):
+    """A cycle tied only by an annotation import is still a cycle."""
+    pkg = tmp_path / "pipeline"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pipeline.b import B\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pipeline.a import A\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path)
+    assert cycles(import_graph()) == [["pipeline.a", "pipeline.b"]]
 
 
 def test_no_import_cycles():
@@ -97,4 +115,48 @@ def test_no_import_cycles():
 def test_config_and_stage_know_nothing_of_recipes_or_the_runner():
     graph = import_graph()
     for low_level in ("pipeline.config", "pipeline.stage", "pipeline.sources.registry"):
-        assert not graph[low_level] & {"pipeline.recipe", "pipeline.runner", "pipeline.stages"}
+        assert not graph[low_level] & {"pipeline.recipe", "pipeline.run.runner", "pipeline.stages"}
+
+
+ALGORITHMS = ("dedup", "quality", "clean", "tokenizer", "loader", "sources", "shuffle")
+# what an algorithm package must not import: stages, the run machinery, executors and the
+# Parquet-part layer (pipeline.parts, which imports pipeline.stage). pipeline.io is allowed:
+# after the split it is a leaf of atomic-write / JSON / hash helpers (numpy and errors only).
+FORBIDDEN = (
+    "pipeline.stages",
+    "pipeline.run",
+    "pipeline.executor",
+    "pipeline.stage",
+    "pipeline.parts",
+)
+
+
+def test_algorithm_packages_import_no_stage_runner_or_executor():
+    graph = import_graph()
+    bad = sorted(
+        (mod, dep)
+        for mod, deps in graph.items()
+        if mod.split(".")[1:2] and mod.split(".")[1] in ALGORITHMS
+        for dep in deps
+        if any(dep == f or dep.startswith(f + ".") for f in FORBIDDEN)
+    )
+    assert bad == []
+
+
+def test_import_pipeline_loader_loads_numpy_and_the_shard_format_only():
+    code = (
+        "import json, sys; import pipeline.loader; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pipeline', 'pyarrow', 'torch', 'pandas'))))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "pipeline.loader" in loaded and "pipeline.shards" in loaded
+    heavy = {m for m in loaded if m.split(".")[0] in ("pyarrow", "torch", "pandas")}
+    assert heavy == set()
+    for banned in ("pipeline.stage", "pipeline.executor", "pipeline.io", "pipeline.parts"):
+        assert banned not in loaded
+    assert not {m for m in loaded if m.startswith(("pipeline.run", "pipeline.stages"))}

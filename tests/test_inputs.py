@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-import pipeline.inputs as inputs_mod
+import pipeline.run.input_hashes as inputs_mod
 from helpers import make_recipe
-from pipeline.inputs import HashCache, input_fields
-from pipeline.runner import fingerprint, run_recipe
+from pipeline.run.input_hashes import HashCache, input_fields
+from pipeline.run.runner import fingerprint, run_recipe
 from pipeline.stages import STAGES
 
 
@@ -102,7 +102,7 @@ def test_a_folder_counts_every_file_below_it(tmp_path):
 
 
 def test_a_quality_reference_file_enters_the_fingerprint(tmp_path):
-    from pipeline.inputs import input_files
+    from pipeline.run.input_hashes import input_files
     from pipeline.stages.quality import QualityConfig
 
     ref = tmp_path / "ref.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.io import docs_table, read_table, write_kept_and_rejected
+from pipeline.parts import docs_table, read_table, write_kept_and_rejected
 
 
 def test_kept_and_rejected_rows_reasons_and_counts(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from pipeline.config import ExecutorConfig
 from pipeline.errors import DataError, PipelineError
 from pipeline.recipe import load_recipe
-from pipeline.runner import run_recipe
+from pipeline.run.runner import run_recipe
 from ray_tasks import _die_once, _flaky
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def ray_cluster():
 
 
 def _executor(**kw):
-    from pipeline.ray_executor import RayExecutor
+    from pipeline.run.ray import RayExecutor
 
     return RayExecutor(ExecutorConfig(kind="ray", **kw))
 
@@ -65,7 +65,7 @@ def test_demo_recipe_on_ray_is_byte_identical_to_local(tmp_path, ray_cluster):
 def test_demo_on_ray_with_a_url_run_folder_is_byte_identical(tmp_path, ray_cluster, monkeypatch):
     """Each Ray worker process plays a node of its own (its own working copy, synced only
     through the URL): the demo recipe's bytes still equal the local executor's."""
-    from pipeline.remote_tasks import PER_PROCESS_ENV
+    from pipeline.run.remote import PER_PROCESS_ENV
 
     monkeypatch.setenv(PER_PROCESS_ENV, "1")
     recipe = ROOT / "recipes" / "data_demo.yaml"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from pipeline.cli import main
 from pipeline.report import load_report
-from pipeline.report_compare import COMPARE_NAME, compare_reports, diff, recipe_changes
+from pipeline.report.compare import COMPARE_NAME, compare_reports, diff, recipe_changes
 
 
 def rows_of(cmp: dict, stage: str) -> dict[str, tuple]:

@@ -14,7 +14,7 @@ from pipeline.cli import main
 from pipeline.config import RunConfig
 from pipeline.recipe import load_recipe
 from pipeline.report import format_report, load_report
-from pipeline.report_html import HTML_NAME, render_html, section_ids
+from pipeline.report.html import HTML_NAME, render_html, section_ids
 from pipeline.stages import STAGES
 
 # anything that would make a browser fetch or run something

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.report_html import HTML_NAME
-from pipeline.report_svg import KEPT
+from pipeline.report.html import HTML_NAME
+from pipeline.report.svg import KEPT
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 # a browser that fetches nothing, keeps no profile and needs no GPU or display

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.report_sections import _dropped_side
+from pipeline.report.sections import _dropped_side
 
 
 def test_the_dropped_side_of_a_threshold():
@@ -16,7 +16,7 @@ def test_the_dropped_side_of_a_threshold():
 def test_threshold_captions_name_the_recipe_key_and_its_value():
     """A line the key sets directly reads `key = value`; one it sets indirectly (a switch, a
     keep fraction that yields a score) shows the line's value and the key's own."""
-    from pipeline.report_sections import _marker
+    from pipeline.report.sections import _marker
 
     report = {
         "recipe": {
@@ -39,7 +39,7 @@ def test_dedup_cluster_sizes_chart_takes_the_bucket_labels_size_histogram_writes
     import numpy as np
 
     from pipeline.dedup.cluster import size_histogram
-    from pipeline.report_sections import stage_figures
+    from pipeline.report.sections import stage_figures
 
     labels = np.repeat(np.arange(6), [2, 3, 6, 9, 40, 2])  # cluster sizes 2, 3, 6, 9, 40, 2
     hist = size_histogram(labels)[0]

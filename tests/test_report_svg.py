@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from pipeline.report_svg import _position, columns
+from pipeline.report.svg import _position, columns
 
 
 def test_threshold_line_sits_at_its_bin_edge():

@@ -20,8 +20,8 @@ import pipeline.stages.clean as clean_stage
 from fake_stages import LOWER, computed_parts
 from helpers import make_recipe
 from pipeline.report import load_report
-from pipeline.resume import RESUME_DIR, PartLedger, decode, encode
-from pipeline.runner import run_recipe
+from pipeline.run.resume import RESUME_DIR, PartLedger, decode, encode
+from pipeline.run.runner import run_recipe
 
 DOWNLOAD = {"source": "toy", "max_docs": 400, "docs_per_part": 50}  # 8 parts
 
@@ -105,7 +105,7 @@ sys.path[:0] = {paths!r}
 import pipeline.stages as stages_mod
 from fake_stages import LOWER
 from helpers import make_recipe
-from pipeline.runner import run_recipe
+from pipeline.run.runner import run_recipe
 stages_mod.STAGES["clean"] = LOWER
 download = {download!r}
 run_recipe(make_recipe({run!r}, {{"download": download, "clean": {{}}}}, workers=2), progress=False)
@@ -169,7 +169,7 @@ def test_shard_writes_are_recorded_and_resume(tmp_path, monkeypatch, caplog, cap
     """A crash while writing train shards, re-run: the written shards are kept (not rewritten)
     and the stage ends with an uninterrupted run's bytes and statistics."""
     import pipeline.stages.shard as shard_stage
-    import pipeline.stages.shard_bounded as bounded
+    import pipeline.stages.shard.bounded_memory as bounded
 
     stages = {
         "download": {"source": "toy", "max_docs": 200, "docs_per_part": 50},

@@ -13,7 +13,7 @@ from pipeline.errors import PipelineError, RecipeError
 from pipeline.io import sha256_file
 from pipeline.manifest import Manifest
 from pipeline.report import load_report
-from pipeline.runner import run_recipe
+from pipeline.run.runner import run_recipe
 
 DOWNLOAD = {"source": "toy", "max_docs": 300, "docs_per_part": 100}
 
@@ -195,7 +195,7 @@ def test_workers_1_and_2_byte_identical(tmp_path):
 def test_a_report_html_that_cannot_be_drawn_warns_and_the_run_succeeds(
     tmp_path, monkeypatch, caplog
 ):
-    import pipeline.runner as runner_mod
+    import pipeline.run.runner as runner_mod
 
     def broken(run_dir):
         raise ValueError("invalid literal for int() with base 10: '5-8'")

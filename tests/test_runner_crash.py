@@ -22,8 +22,8 @@ import yaml
 from helpers import make_recipe
 from pipeline import io
 from pipeline.report import load_report
-from pipeline.report_html import HTML_NAME, render_html
-from pipeline.runner import run_recipe
+from pipeline.report.html import HTML_NAME, render_html
+from pipeline.run.runner import run_recipe
 
 FIRST = {"download": {"source": "toy", "max_docs": 60, "docs_per_part": 20}, "clean": {}}
 SECOND = {**FIRST, "clean": {"min_words": 60}}  # a changed clean: its old output is replaced

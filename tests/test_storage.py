@@ -1,4 +1,4 @@
-"""A run folder on a URL (pipeline.storage): same bytes as a local run, resume and crash
+"""A run folder on a URL (pipeline.run.storage): same bytes as a local run, resume and crash
 consistency on the URL, one clear line when the URL cannot be used."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pipeline.stages.clean as clean_stage
 from helpers import make_recipe
 from pipeline import io
 from pipeline.errors import PipelineError
-from pipeline.runner import run_recipe
-from pipeline.storage import open_fs
+from pipeline.run.runner import run_recipe
+from pipeline.run.storage import open_fs
 from test_runner_crash import state as _state
 
 STAGES = {

@@ -177,8 +177,8 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from pipeline.runner import run_recipe
-    from pipeline.storage import join_url
+    from pipeline.run.runner import run_recipe
+    from pipeline.run.storage import join_url
 
     recipe = _load(args)
     items = run_recipe(
@@ -208,14 +208,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if len(args.run_dirs) > 2:
         raise PipelineError("report: give one run folder, or two (A B) to compare them")
     if len(args.run_dirs) == 2:
-        from pipeline.report_compare import write_compare
+        from pipeline.report.compare import write_compare
 
         print(write_compare(*args.run_dirs, args.html, args.all, as_json=args.json))
         return 0
     (run_dir,) = args.run_dirs
     report = read_run_report(run_dir)
     if args.html:
-        from pipeline.report_html import write_html
+        from pipeline.report.html import write_html
 
         print(write_html(run_dir))
     else:

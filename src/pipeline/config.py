@@ -38,8 +38,8 @@ SEED_LIMIT = 2**63 - 1  # seeds are in [0, 2^63 - 1): numpy wants >= 0, readers 
 
 def input_path(default: Any = None) -> Any:
     """A dataclass field naming input files (a file, folder or glob, or a list of them): their
-    content enters the stage's fingerprint (pipeline.inputs). Fields named `*_path` / `*_paths`
-    count as input paths without this marker."""
+    content enters the stage's fingerprint (pipeline.run.input_hashes). Fields named `*_path` /
+    `*_paths` count as input paths without this marker."""
     return field(default=default, metadata={"input": True})
 
 

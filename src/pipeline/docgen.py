@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
 from pipeline.stages import STAGES
@@ -66,6 +67,12 @@ def table(cls: type) -> list[str]:
     return rows
 
 
+def _source(cls: type) -> str:
+    """The file that defines `cls`, from the repository root (src/pipeline/...)."""
+    path = Path(inspect.getsourcefile(cls) or "").resolve()
+    return path.relative_to(Path(__file__).resolve().parent.parent.parent).as_posix()
+
+
 def generate() -> str:
     lines = [
         "# Recipe reference",
@@ -87,7 +94,7 @@ def generate() -> str:
         lines += [
             f"## `{name}:`",
             "",
-            f"`{stage.config_cls.__name__}` in `src/pipeline/stages/{name}.py`.",
+            f"`{stage.config_cls.__name__}` in `{_source(stage.config_cls)}`.",
             "",
             *table(stage.config_cls),
             "",

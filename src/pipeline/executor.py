@@ -1,9 +1,9 @@
 """Run a function over work items (usually Parquet parts): inline, in a local process pool, or
-as Ray tasks (pipeline.ray_executor, `executor: {kind: ray}`).
+as Ray tasks (pipeline.run.ray, `executor: {kind: ray}`).
 
 Results come back in item order whatever the worker count or executor, so a stage whose part i
 depends only on part i, its config and its seed writes the same bytes for any `workers`.
-While the runner has attached a PartLedger (pipeline.resume), tasks that write part files are
+While the runner has attached a PartLedger (pipeline.run.resume), tasks that write part files are
 recorded as they finish and a re-run after a crash returns their recorded results instead.
 """
 
@@ -34,8 +34,8 @@ class BaseExecutor:
 
     workers: int = 1
     progress: bool = False
-    ledger: Any = None  # a pipeline.resume.PartLedger, set by the runner while a stage runs
-    # a pipeline.remote_tasks.MapSync while a stage of a run folder on a URL runs on workers
+    ledger: Any = None  # a pipeline.run.resume.PartLedger, set by the runner while a stage runs
+    # a pipeline.run.remote.MapSync while a stage of a run folder on a URL runs on workers
     # that may sit on other nodes (Ray); None otherwise
     sync: Any = None
     remote_nodes = False  # whether tasks may run on another machine than the driver

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import PARQUET_KW, group_parts, part_name, read_table
 from pipeline.manifest import Manifest
+from pipeline.parts import PARQUET_KW, group_parts, part_name, read_table
 from pipeline.progress import Progress
 from pipeline.shards import METADATA_NAME, npz_member
 

@@ -1,11 +1,15 @@
-"""The hash helpers every core shares: the golden-ratio multiplier, the splitmix64 finaliser and
-polynomial hashes of code-point spans (prefix sums over powers of an odd base, mod 2^64).
+"""The hash helpers every core shares: the golden-ratio multiplier and polynomial
+hashes of code-point spans (prefix sums over powers of an odd base, mod 2^64). The splitmix64
+finaliser `mix64` is in pipeline.permute.
 
 All arithmetic is on uint64 numpy arrays and wraps mod 2^64 by design. Nothing here is seeded:
 callers that need seeded hashes add their own seeded keys (dedup.minhash, quality.features).
 """
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
 
 import numpy as np
 
@@ -14,18 +18,6 @@ POLY_BASE = np.uint64(0x100000001B3)  # FNV-1 64-bit prime; odd, so invertible m
 POLY_BASE_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
 
 _POWERS: list[np.ndarray] = []  # [B^i, B^-i] for i < len, grown geometrically, shared
-
-
-def mix64(x: np.ndarray, inplace: bool = False) -> np.ndarray:
-    """splitmix64 finaliser of a uint64 array: every input bit spreads over the whole word."""
-    if not inplace:
-        x = x.copy()
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
 
 
 def poly_powers(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,3 +41,11 @@ def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
     prefix = np.zeros(n + 1, np.uint64)
     np.cumsum(cp.astype(np.uint64) * pw[:n], dtype=np.uint64, out=prefix[1:])
     return (prefix[ends] - prefix[starts]) * inv[starts]
+
+
+def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk_bytes):
+            h.update(block)
+    return h.hexdigest()

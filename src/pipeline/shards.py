@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import crash_point, temp_path
 
 METADATA_NAME = "metadata.json"
 FORMAT_VERSION = 1
@@ -98,6 +97,8 @@ def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Uncompressed .npz (members memory-mappable, loadable by np.load), written to a temp name
     then renamed. Deterministic bytes: fixed member dates (1980), members in dict order."""
     path = Path(path)
+    from pipeline.io import crash_point, temp_path  # the writer's side: the loader never loads io
+
     tmp = temp_path(path)
     crash_point(f"before writing {path.name}")
     try:

@@ -5,20 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.dedup import files
 from pipeline.dedup.lsh import (
     band_bucket_rows,
-    band_bucket_task,
     band_edges,
     band_keys,
     band_mult,
-    candidate_signatures,
     fp_fn_areas,
     optimal_bands,
     s_curve,
     sig_name,
 )
 from pipeline.io import save_npy
+from pipeline.stages.dedup import files
+from pipeline.stages.dedup.tasks import band_bucket_task, candidate_signatures
 
 
 def test_s_curve_values():

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from pipeline.dedup import minhash
 from pipeline.dedup.minhash import estimate_jaccard, minhash_texts, simplify
-from pipeline.hashing import mix64
+from pipeline.permute import mix64
 
 
 def test_signature_is_independent_of_batch_and_order():

@@ -17,6 +17,7 @@ from loader.conftest import write_shards
 from pipeline.loader import GlobalSampler, ShardedTokenDataset, owner_and_local_index
 from pipeline.loader import order as order_mod
 from pipeline.loader.order import FeistelPermutation, epoch_order
+from pipeline.permute import FEISTEL_ROUNDS
 
 ORDERS = ["global", "sequential", "shard_block", "torch"]
 FAST = settings(max_examples=40, deadline=None)
@@ -229,7 +230,7 @@ def test_auto_reads_pre_shuffled_from_metadata(tmp_path):
 def test_feistel_is_a_bijection_for_any_n_and_64_bit_seed(n, seed, epoch):
     f = FeistelPermutation(n, seed, epoch)
     assert sorted(f(np.arange(n)).tolist()) == list(range(n))
-    assert f.keys.nbytes == 8 * order_mod.FEISTEL_ROUNDS  # its whole state: O(1) memory
+    assert f.keys.nbytes == 8 * FEISTEL_ROUNDS  # its whole state: O(1) memory
 
 
 def test_feistel_uniformity():

@@ -10,8 +10,10 @@ import functools
 import numpy as np
 import pytest
 
-from pipeline.quality import partcols, parttasks, rank, select
-from pipeline.quality.writepart import WriteSpec, part_keep
+from pipeline.permute import splitmix64
+from pipeline.quality import rank, select
+from pipeline.stages.quality import partcols, parttasks
+from pipeline.stages.quality.write import WriteSpec, part_keep
 
 
 class _Inline:
@@ -193,7 +195,7 @@ def test_quantile_arithmetic_is_numpys_for_every_small_size():
 
 def test_self_reference_rows_equal_the_one_permutation_rule(monkeypatch):
     """In-place shuffle + chunked sums choose the rows the global permutation + cumsum did."""
-    from pipeline.quality import lmstage
+    from pipeline.stages.quality import lm as lmstage
 
     monkeypatch.setattr(lmstage, "REF_CHUNK", 7)
     rng = np.random.default_rng(8)
@@ -213,7 +215,7 @@ def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_p
     """Above SELF_EXACT_MAX_DOCS the sample is the eligible rows in seeded-hash order until
     the budget, drawn from per-part candidates: the same rows as that rule over global
     arrays, whatever the part boundaries."""
-    from pipeline.quality import lmstage
+    from pipeline.stages.quality import lm as lmstage
 
     monkeypatch.setattr(lmstage, "SAMPLE_BATCH", 2)  # the running prefix over several batches
     rng = np.random.default_rng(12)
@@ -223,8 +225,8 @@ def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_p
     heur_lm = np.where(unspaced, 1.0, heur)
     for budget in (1, 100, 2000, 10**6):
         rows = np.flatnonzero(scorable & (heur_lm >= 0.4))
-        seed_mix = lmstage._mix(np.array([3], np.uint64))[0]
-        prio = lmstage._mix(rows.astype(np.uint64) ^ seed_mix)
+        seed_mix = splitmix64(np.array([3], np.uint64))[0]
+        prio = splitmix64(rows.astype(np.uint64) ^ seed_mix)
         want = np.sort(lmstage._budget_prefix(prio, rows, chars[rows], budget)[1])
         assert len(want) and int(chars[want].sum()) >= min(budget, int(chars[rows].sum()))
         for parts in (1, 3, 11):

@@ -12,8 +12,8 @@ import pytest
 from helpers import run_stages
 from http_server import LocalServer
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import read_table
 from pipeline.manifest import Manifest
+from pipeline.parts import read_table
 from pipeline.sources import builtin
 from pipeline.sources.builtin import BUILTINS, RemoteFile, probe
 from pipeline.sources.http import cache_dir, fetch

@@ -11,8 +11,8 @@ import pytest
 from helpers import make_recipe, run_stages
 from pipeline.cli import main
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import read_table
 from pipeline.manifest import Manifest
+from pipeline.parts import read_table
 from pipeline.report import load_report
 
 datasets = pytest.importorskip("datasets")

@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.errors import DataError, RecipeError
 from pipeline.executor import Executor
 from pipeline.inspect import inspect_cluster
-from pipeline.io import docs_table, read_table, write_table
+from pipeline.parts import docs_table, read_table, write_table
 from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.dedup import DedupConfig, run
 
@@ -345,8 +345,8 @@ def test_partitioned_reduce_equals_the_in_ram_algorithm(
     ~8 edges (4 ranges), or one of each: every kept and rejected row, its cluster and the
     report's cluster stats equal those of the global in-RAM algorithm (sort-based exact
     copies, union-find over all documents)."""
-    from pipeline.dedup import reduce
     from pipeline.stages import dedup
+    from pipeline.stages.dedup import reduce
 
     monkeypatch.setattr(dedup, "EXACT_BUCKET_DOCS", bucket_docs)
     monkeypatch.setattr(reduce, "CC_EDGES_PER_TASK", 8 if bucket_docs < 1000 else 1 << 22)

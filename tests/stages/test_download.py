@@ -11,8 +11,8 @@ import pytest
 
 from helpers import run_stages
 from pipeline.errors import DataError
-from pipeline.io import read_table
 from pipeline.manifest import Manifest
+from pipeline.parts import read_table
 from pipeline.report import load_report
 from pipeline.sources import python_docs, toy
 
@@ -264,7 +264,7 @@ def _tricky_bytes():
 def test_split_reader_writes_the_serial_readers_bytes(tmp_path, monkeypatch, target):
     """Any range size (cuts inside multi-byte characters, on newlines, ranges with no record or
     only malformed lines) and 1 or 2 workers: the same parts, rejected parts and stats."""
-    from pipeline.stages import download_split
+    from pipeline.stages.download import split as download_split
 
     path = tmp_path / "c.jsonl"
     path.write_bytes(_tricky_bytes())
@@ -279,7 +279,7 @@ def test_split_reader_writes_the_serial_readers_bytes(tmp_path, monkeypatch, tar
 def test_split_reader_numbers_lines_across_files_and_cuts(tmp_path, monkeypatch):
     """Several files (one gzip: one range, read whole), made ids file:line and error lines
     stay right when a file is cut into many ranges."""
-    from pipeline.stages import download_split
+    from pipeline.stages.download import split as download_split
 
     (tmp_path / "a.jsonl").write_bytes(_tricky_bytes())
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(_tricky_bytes()))
@@ -300,7 +300,7 @@ def test_split_reader_numbers_lines_across_files_and_cuts(tmp_path, monkeypatch)
 
 
 def test_split_reader_one_line_and_empty_file(tmp_path, monkeypatch):
-    from pipeline.stages import download_split
+    from pipeline.stages.download import split as download_split
 
     monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 3)
     one = tmp_path / "one.jsonl"
@@ -316,7 +316,7 @@ def test_split_reader_one_line_and_empty_file(tmp_path, monkeypatch):
 def test_split_reader_errors_keep_file_and_line(tmp_path, monkeypatch):
     """Too many malformed lines stop the run before any part is written, naming the first
     malformed line's file:line even when it lies in a later range; a UTF-16 file is refused."""
-    from pipeline.stages import download_split
+    from pipeline.stages.download import split as download_split
 
     monkeypatch.setattr(download_split, "target_bytes", lambda total, workers: 30)
     path = tmp_path / "c.jsonl"
@@ -340,7 +340,7 @@ def test_split_reader_maps_are_recorded_for_resume(tmp_path, monkeypatch):
     """Reading and part-writing tasks return their files: after a crash mid-way through the
     parts, a re-run reads no range again, rewrites only the unfinished parts and ends with the
     same bytes as an uninterrupted run."""
-    from pipeline.stages import download_split
+    from pipeline.stages.download import split as download_split
 
     path = tmp_path / "c.jsonl"
     path.write_bytes(_tricky_bytes())

@@ -11,12 +11,13 @@ import pytest
 
 from helpers import PAD, fake_tokenize, run_pack
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import part_name, read_table, sha256_file, write_table
+from pipeline.io import sha256_file
 from pipeline.packing import (
     best_fit_decreasing_reference,
     bfd_bins,
     pack_bfd,
 )
+from pipeline.parts import part_name, read_table, write_table
 from pipeline.recipe import build_config
 from pipeline.stages.pack import PackConfig
 

@@ -341,7 +341,7 @@ def test_empty_part_from_upstream(tmp_path):
     """A part that an upstream filter emptied still yields an (empty) part-i: numbering holds."""
     from pipeline.config import build_config
     from pipeline.executor import Executor
-    from pipeline.io import docs_table, write_table
+    from pipeline.parts import docs_table, write_table
     from pipeline.stage import StageContext, StageInputs
     from pipeline.stages.quality import QualityConfig, run
 
@@ -529,7 +529,7 @@ def test_exact_global_steps_same_bytes_whatever_the_refinement(tmp_path, monkeyp
 
 def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
     """Above AUC_MAX_DOCS documents the AUCs are exact over the first whole parts that fit."""
-    from pipeline.quality import parttasks
+    from pipeline.stages.quality import parttasks
 
     stages = {
         "download": {"source": "toy", "max_docs": 300, "docs_per_part": 100},
@@ -553,7 +553,7 @@ def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
 def test_self_reference_above_the_exact_cap_is_drawn_per_part(tmp_path, monkeypatch):
     """A corpus above SELF_EXACT_MAX_DOCS draws its `self` reference in hash order from the
     parts (bounded driver): the LM still trains, and 1 or 2 workers write the same bytes."""
-    from pipeline.quality import lmstage
+    from pipeline.stages.quality import lm as lmstage
 
     src, _ = _mixed(tmp_path)
     stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}

@@ -16,9 +16,9 @@ import pytest
 from helpers import make_recipe
 from pipeline.config import bounded
 from pipeline.errors import RecipeError
-from pipeline.io import read_table, write_kept_and_rejected
+from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.report import load_report
-from pipeline.runner import run_recipe
+from pipeline.run.runner import run_recipe
 from pipeline.sources import Record, Source, register_source, unregister_source
 from pipeline.sources.files import expand_paths
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult

@@ -9,11 +9,8 @@ to its first member (a star), and return the edges.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
-
-from pipeline.dedup import files
 
 _GRID = 501  # trapezoid points per interval: areas to ~1e-6, ample for the argmin
 
@@ -150,36 +147,6 @@ def band_bucket_rows(
     return out, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
-def band_bucket_task(group: int, sketch_dir: str, offsets: np.ndarray) -> int:
-    """Executor task for one (band, key bucket) `group`: read its band keys from every part's
-    `bkeys` file, drop the parts' exact copies (`dup`), and write the star pairs of equal keys
-    as global indices: `band-<group>` int64 [2, E] (lo < hi, unique, sorted) and
-    `bandhi-<group>` int64 [1, H] (the distinct `hi`, sorted), so a part's documents are found
-    by range. Returns E.
-
-    Equal keys share a bucket, and rows come in global order, so the pairs are those of the
-    whole band. Memory ~40 bytes per key of the group (about `bucket_docs`), whatever the
-    corpus size; the driver sends a number and gets a count back.
-    """
-    keys, cands = [], []
-    for i in range(len(offsets) - 1):
-        bounds = files.load(sketch_dir, "bkeybounds", i)
-        got = np.array(files.load(sketch_dir, "bkeys", i)[:, bounds[group] : bounds[group + 1]])
-        dup = files.load_or_none(sketch_dir, "dup", i)
-        if dup is not None and got.shape[1]:
-            got = got[:, ~np.asarray(dup)[got[1].astype(np.int64) - offsets[i]]]
-        keys.append(got[0])
-        cands.append(got[1].astype(np.int64))
-    key = np.concatenate([np.zeros(0, np.uint64), *keys])
-    cand = np.concatenate([np.zeros(0, np.int64), *cands])
-    edges = cand[band_edges(key)]
-    pairs = np.stack([edges.min(axis=1), edges.max(axis=1)]) if len(edges) else np.zeros((2, 0))
-    pairs = unique_columns(pairs.astype(np.int64))
-    files.save(sketch_dir, "band", group, pairs)
-    files.save(sketch_dir, "bandhi", group, np.unique(pairs[1])[None, :])
-    return pairs.shape[1]
-
-
 def unique_columns(pairs: np.ndarray) -> np.ndarray:
     """Distinct columns of int64 [2, E], sorted by (row 0, row 1)."""
     if pairs.shape[1] == 0:
@@ -189,17 +156,3 @@ def unique_columns(pairs: np.ndarray) -> np.ndarray:
     new = np.ones(p.shape[1], bool)
     new[1:] = (p[0, 1:] != p[0, :-1]) | (p[1, 1:] != p[1, :-1])
     return p[:, new]
-
-
-def candidate_signatures(sketch_dir: Path, offsets: np.ndarray, docs: np.ndarray) -> np.ndarray:
-    """uint32 [len(docs), num_perm]: full signatures of the given (sorted) global documents,
-    read from the part files; O(candidates) memory."""
-    part_of = np.searchsorted(offsets, docs, side="right") - 1
-    out = None
-    for i in np.unique(part_of).tolist():
-        sig_t = np.load(Path(sketch_dir) / sig_name(i), mmap_mode="r", allow_pickle=False)
-        if out is None:
-            out = np.empty((len(docs), sig_t.shape[0]), np.uint32)
-        sel = np.flatnonzero(part_of == i)
-        out[sel] = np.asarray(sig_t[:, docs[sel] - offsets[i]]).T
-    return out if out is not None else np.zeros((0, 0), np.uint32)

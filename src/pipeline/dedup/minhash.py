@@ -14,7 +14,8 @@ import functools
 import numpy as np
 import regex
 
-from pipeline.hashing import GOLDEN64, mix64
+from pipeline.hashing import GOLDEN64
+from pipeline.permute import mix64
 
 # Unicode punctuation and symbols are deleted (datatrove/text-dedup simplify); whitespace runs
 # are word boundaries.

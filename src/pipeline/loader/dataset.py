@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import sha256_file
+from pipeline.hashing import sha256_file
 from pipeline.shards import read_npy_header
 
 METADATA_NAME = "metadata.json"

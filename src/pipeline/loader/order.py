@@ -22,27 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pipeline.permute import FeistelPermutation, key_stream
+
 ARRAY_MAX_SAMPLES = 1 << 22  # above: Feistel (16 MiB of int32 permutation per rank at the limit)
-FEISTEL_ROUNDS = 8
 ORDERS = ("global", "sequential", "shard_block", "torch")
-_TAGS = {"global": 1, "feistel": 2, "shard_block": 3, "shard_window": 4, "read": 5, "buffer": 6}
-_M64 = (1 << 64) - 1
 
 Order = Callable[[np.ndarray], np.ndarray]  # int64 positions -> int64 global sample indices
-
-
-def _words(*values: int) -> list[int]:
-    """Fixed-width (2 x 32-bit words per value) entropy: no two tuples share an encoding."""
-    out = []
-    for v in values:
-        v &= _M64  # a negative seed is its 64-bit two's complement
-        out += [v & 0xFFFFFFFF, v >> 32]
-    return out
-
-
-def key_stream(seed: int, epoch: int, tag: str, *extra: int) -> np.random.SeedSequence:
-    """The seed sequence of (seed, epoch, what it is for, ...)."""
-    return np.random.SeedSequence([*_words(seed, epoch, *extra), _TAGS[tag]])
 
 
 def rng_for(seed: int, epoch: int, tag: str, *extra: int) -> np.random.Generator:
@@ -52,50 +37,6 @@ def rng_for(seed: int, epoch: int, tag: str, *extra: int) -> np.random.Generator
 
 def _index_dtype(n: int) -> type:
     return np.int32 if n < 2**31 else np.int64
-
-
-# ---------------------------------------------------------------- Feistel bijection
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijective 64-bit avalanche (uint64 arithmetic wraps)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-class FeistelPermutation:
-    """A keyed bijection of [0, n): an unbalanced Feistel network on the smallest power of two
-    >= n (halves of ceil(b/2) and floor(b/2) bits), with cycle walking back into [0, n).
-    Domain <= 2n, so the expected walk is < 2 applications per position. O(1) memory."""
-
-    def __init__(self, n: int, seed: int, epoch: int = 0, rounds: int = FEISTEL_ROUNDS):
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        self.n = int(n)
-        self.bits = max(int(self.n - 1).bit_length(), 1)
-        self.keys = key_stream(seed, epoch, "feistel").generate_state(rounds, np.uint64)
-
-    def _apply(self, x: np.ndarray) -> np.ndarray:
-        wl = (self.bits + 1) // 2  # width of the left half; the right half has the rest
-        wr = self.bits - wl
-        left, right = x >> np.uint64(wr), x & np.uint64((1 << wr) - 1)
-        for k in self.keys:
-            if wl:  # top wl bits: the best mixed ones (a shift by 64 is undefined)
-                f = _mix(right ^ k) >> np.uint64(64 - wl)
-            else:
-                f = np.zeros_like(right)
-            left, right = right, left ^ f
-            wl, wr = wr, wl  # widths swap with the halves
-        return (left << np.uint64(wr)) | right
-
-    def __call__(self, pos: np.ndarray) -> np.ndarray:
-        x = self._apply(np.asarray(pos, np.uint64))
-        out = x >= np.uint64(self.n)
-        while out.any():  # cycle walking: a bijection of the domain restricted to [0, n)
-            x[out] = self._apply(x[out])
-            out[out] = x[out] >= np.uint64(self.n)
-        return x.astype(np.int64)
 
 
 # ---------------------------------------------------------------- orders

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.hashing import mix64
+from pipeline.permute import mix64
 from pipeline.quality.ngram import NgramLM, Tokens
 
 FEATURE_NAMES = (

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-from pipeline.hashing import GOLDEN64, mix64
+from pipeline.hashing import GOLDEN64
+from pipeline.permute import mix64
 
 # The order of the columns of `stats_matrix` and of the model's statistic weights.
 STAT_NAMES = (

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-from pipeline.hashing import GOLDEN64, mix64
+from pipeline.hashing import GOLDEN64
+from pipeline.permute import mix64
 
 TOKENIZER_VERSION = "ngram-tok-v1"  # bump when `tokenize` changes: saved models record it
 _CHAR_SCRIPTS = (

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from pipeline.hashing import GOLDEN64, mix64
+from pipeline.hashing import GOLDEN64
+from pipeline.permute import mix64
 from pipeline.quality.select import MIN_SPREAD, NoSpread, PseudoLabels
 
 RADIX_BITS = 16

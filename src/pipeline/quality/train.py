@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
-from pipeline.io import read_table, read_text_file
+from pipeline.io import read_text_file
 from pipeline.quality.features import HASH_SEED, STAT_NAMES, hashed_features, stats_matrix
 from pipeline.quality.logreg import Model, roc_auc
 from pipeline.quality.select import PseudoLabels
@@ -58,7 +59,7 @@ def featurise(item: tuple, dims: int, max_chars: int) -> dict:
     sources, out = item
     texts: list[str] = []
     for path, rows, _, _ in sources:
-        col = read_table(path, columns=["text"]).column("text").to_pylist()
+        col = pq.read_table(path, columns=["text"]).column("text").to_pylist()
         texts += [col[i] for i in rows]
     y = np.concatenate([src[2] for src in sources]).astype(np.int8)
     holdout = np.concatenate([src[3] for src in sources]).astype(bool)

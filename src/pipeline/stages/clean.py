@@ -25,7 +25,7 @@ from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_co
 from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
 from pipeline.config import bounded
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import read_table, write_kept_and_rejected
+from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 WAVE_PARTS = 256  # parts per map call at least: their summaries are summed, then dropped

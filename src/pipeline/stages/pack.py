@@ -20,15 +20,7 @@ import pyarrow as pa
 
 from pipeline.config import bounded, setting
 from pipeline.errors import DataError
-from pipeline.io import (
-    atomic_write_json,
-    part_name,
-    read_json_file,
-    read_table,
-    save_npy,
-    write_table,
-)
-from pipeline.io import group_parts as io_group_parts
+from pipeline.io import atomic_write_json, read_json_file, save_npy
 from pipeline.packing import (
     Packing,
     concat_docs_split,
@@ -36,6 +28,8 @@ from pipeline.packing import (
     pack_concat,
     pack_naive,
 )
+from pipeline.parts import group_parts as io_group_parts
+from pipeline.parts import part_name, read_table, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 
 

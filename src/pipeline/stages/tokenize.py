@@ -25,14 +25,8 @@ import xxhash
 
 from pipeline.config import bounded, setting
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import (
-    atomic_write_json,
-    part_name,
-    read_table,
-    save_npy,
-    write_rejected,
-    write_table,
-)
+from pipeline.io import atomic_write_json, save_npy
+from pipeline.parts import part_name, read_table, write_rejected, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.tokenizer import hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer

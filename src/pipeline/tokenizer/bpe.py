@@ -17,6 +17,7 @@ from pipeline.tokenizer.encoder import (
     MAX_CACHE_ENTRIES,
     MAX_CACHED_PIECE,
     BatchEncoder,
+    TokenizerParts,
 )
 from pipeline.tokenizer.model import (
     DEFAULT_SPECIALS,
@@ -139,7 +140,21 @@ class Tokenizer:
             if self._chunks is not None
             else (self._pat.findall, self._cache.__getitem__)
         )
-        self._batch = BatchEncoder(self)  # encode_batch's own caches
+        parts = TokenizerParts(
+            encode=self.encode,
+            chunks=self._chunks,
+            split=self._split,
+            splitter=self._splitter,
+            hints=self._hints,
+            specials=self.specials,
+            findall=self._pat.findall,
+            chunk_ids=self._chunk_ids,
+            finish=self._finish,
+            merges=self.merges,
+            merged_ids=self.merged_ids,
+            byte_ids=self.byte_ids,
+        )
+        self._batch = BatchEncoder(parts)  # encode_batch's own caches
 
     @property
     def eos_id(self) -> int:

@@ -4,23 +4,22 @@ Texts are taken in groups of ~BATCH_CHARS; a group's chunks are found, hashed an
 numpy (vector.py), and the pieces no cache holds go through BPE together, vectorised (batch.py).
 Texts with special tokens, very long ones and hash collisions take the tokenizer's chunk
 dictionary instead. The encoder's own caches (the chunk store, the pair-rank table) live here;
-the model and the one-text caches live in the Tokenizer it serves.
+the model and the one-text caches live in the Tokenizer it serves, which hands them over as
+`TokenizerParts` (public fields only: the encoder never reaches into the Tokenizer).
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.tokenizer.batch import PairRanks, ids_of_chunks
 from pipeline.tokenizer.vector import ChunkStore, HashMismatch, encode_plain
-
-if TYPE_CHECKING:  # annotation only: bpe.py imports this module
-    from pipeline.tokenizer.bpe import Tokenizer
 
 MAX_CACHE_ENTRIES = 1 << 19  # per cache; ~135 B an entry (measured): ~70 MB at most
 MAX_CACHED_PIECE = 256  # characters; longer pieces are rare and would bloat the cache
@@ -28,10 +27,28 @@ BATCH_CHARS = 1 << 20  # encode_batch works on groups of texts of about this man
 MIN_VECTOR = 512  # fewer new pieces than this in a group: the one-piece loop is faster
 
 
+@dataclass(frozen=True)
+class TokenizerParts:
+    """What the batch encoder reads of its Tokenizer (bpe.py), and nothing else."""
+
+    encode: Callable[[str], list[int]]  # one text: the path without a chunk dictionary
+    chunks: dict[str, tuple[int, ...]] | None  # chunk -> ids, filled on a miss; None: no chunks
+    split: Callable[[str], list[str]]  # text -> chunks
+    splitter: re.Pattern | None  # cuts out special-token strings; None: no specials
+    hints: list[str]  # text without these substrings holds no special token
+    specials: dict[str, int]  # special-token string -> id
+    findall: Callable[[str], list[str]]  # chunk -> pieces (the model's pattern)
+    chunk_ids: Callable[[str], tuple[int, ...]]  # ids of one chunk, through the piece cache
+    finish: Callable[[list[int]], list[int]]  # BPE merges of a short id list
+    merges: Sequence[tuple[int, int]]
+    merged_ids: Sequence[int]
+    byte_ids: Sequence[int]
+
+
 class BatchEncoder:
     """`encode_batch` for one Tokenizer (which must split text into COARSE chunks)."""
 
-    def __init__(self, tok: Tokenizer):
+    def __init__(self, tok: TokenizerParts):
         self.tok = tok
         self._table: PairRanks | None = None  # built on first use
         self._store = ChunkStore()  # chunk hash -> ids (vector.py)
@@ -41,7 +58,7 @@ class BatchEncoder:
         """`[encode(t) for t in texts]`, faster: texts are taken in groups of ~BATCH_CHARS;
         a group's chunks are found, hashed and looked up in numpy (vector.py), and the pieces
         no cache holds go through BPE together, vectorised (batch.py), not one by one."""
-        if self.tok._chunks is None:
+        if self.tok.chunks is None:
             return [self.tok.encode(t) for t in texts]
         out: list[list[int]] = []
         group: list[str] = []
@@ -65,7 +82,7 @@ class BatchEncoder:
     def _encode_mixed(self, texts: list[str]) -> list[list[int]]:
         """Texts without special tokens the numpy way (vector.py), the others (and very long
         ones) through the chunk dictionary (_encode_group)."""
-        hints, splitter = self.tok._hints, self.tok._splitter
+        hints, splitter = self.tok.hints, self.tok.splitter
         special = [  # and texts over BATCH_CHARS: numpy arrays of 8 bytes per character
             i
             for i, t in enumerate(texts)
@@ -102,13 +119,13 @@ class BatchEncoder:
                 self._byte_array = np.array(self.tok.byte_ids, np.int64)
             return ids_of_chunks(
                 new,
-                self.tok._pat.findall,
+                self.tok.findall,
                 self._table,
                 self._byte_array,
-                self.tok._finish,
-                self.tok._chunk_ids,
+                self.tok.finish,
+                self.tok.chunk_ids,
             )
-        tuples = list(map(self.tok._chunk_ids, new))
+        tuples = list(map(self.tok.chunk_ids, new))
         hi = np.cumsum(np.fromiter(map(len, tuples), np.int64, len(new)))
         flat = np.fromiter(chain.from_iterable(tuples), np.int64, int(hi[-1]) if len(hi) else 0)
         return np.arange(len(new)), flat, hi - np.diff(hi, prepend=0), hi
@@ -116,9 +133,9 @@ class BatchEncoder:
     def _encode_group(self, texts: list[str]) -> list[list[int]]:
         """Texts through the chunk dictionary (the path of texts with special tokens, of very
         long ones, and the fallback of the numpy path)."""
-        tok, cache = self.tok, self.tok._chunks
+        tok, cache = self.tok, self.tok.chunks
         assert cache is not None
-        split, splitter, hints, look = tok._split, tok._splitter, tok._hints, cache.get
+        split, splitter, hints, look = tok.split, tok.splitter, tok.hints, cache.get
         out: list[list[int]] = []
         # texts with chunks not in the cache: (index, chunks, whether special ids are among them)
         pending: list[tuple[int, list[str | int], bool]] = []
@@ -164,10 +181,10 @@ class BatchEncoder:
         if max(map(len, todo)) > MAX_CACHED_PIECE:  # not cached: made when looked up
             todo = [c for c in todo if len(c) <= MAX_CACHED_PIECE]
         if len(todo) < MIN_VECTOR:
-            self.tok._chunks.update(zip(todo, map(self.tok._chunk_ids, todo), strict=True))
+            self.tok.chunks.update(zip(todo, map(self.tok.chunk_ids, todo), strict=True))
             return
         order, flat, lo, hi = self._new_chunk_ids(todo)
         spans = map(slice, lo.tolist(), hi.tolist())
         ids = tuple(flat.tolist())
         names = map(todo.__getitem__, order.tolist())
-        self.tok._chunks.update(zip(names, map(ids.__getitem__, spans), strict=True))
+        self.tok.chunks.update(zip(names, map(ids.__getitem__, spans), strict=True))

@@ -9,17 +9,23 @@ sorts its words, so the result is the same for any grouping, worker count or exe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.executor import BaseExecutor
 from pipeline.io import PARQUET_KW, temp_path
 
 SCHEMA = pa.schema([("piece", pa.binary()), ("count", pa.int64())])
 FAN_IN = 8  # files merged per task: memory of a merge task ~ FAN_IN tables
+
+
+class Mapper(Protocol):
+    """What tree_reduce needs of an executor (pipeline.executor.BaseExecutor has it)."""
+
+    def map(self, fn: Callable[[Any], Any], items: list, desc: str = ...) -> list: ...
 
 
 def save_counts(path: Path, counts: Mapping[str, int]) -> None:
@@ -46,7 +52,7 @@ def merge_files(job: tuple[str, list[str]]) -> str:
     return out
 
 
-def tree_reduce(executor: BaseExecutor, paths: list[str], folder: Path, desc: str) -> str | None:
+def tree_reduce(executor: Mapper, paths: list[str], folder: Path, desc: str) -> str | None:
     """Merge count files level by level, `FAN_IN` per task; returns the last file (or None)."""
     level = 0
     while len(paths) > 1:

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.quality import partcols, rank
+from pipeline.quality import rank
+from pipeline.stages.quality import partcols
 
 DRAW_CHUNK = 1 << 20  # pareto draws made at a time while the driver walks the generator
 AUC_MAX_DOCS = 1_000_000  # hidden-label AUCs: exact over the first parts up to this many docs

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.report_html import page
-from pipeline.report_svg import KEPT, SECOND, bars, esc, figure, fmt, table
+from pipeline.report.html import page
+from pipeline.report.svg import KEPT, SECOND, bars, esc, figure, fmt, table
 
 COMPARE_NAME = "compare.html"
 # nested entries that are lists of examples or per-bin counts, not a statistic to compare

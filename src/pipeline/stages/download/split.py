@@ -30,7 +30,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.io import docs_table, part_name, temp_path, text_bytes, write_table
+from pipeline.io import temp_path, text_bytes
+from pipeline.parts import docs_table, part_name, write_table
 from pipeline.sources.files import parse_jsonl_line
 from pipeline.sources.ranges import READ_BYTES, ByteRange, plan_ranges, range_lines
 from pipeline.sources.records import Malformed, Record

@@ -7,7 +7,7 @@ makes the result visible: rename into place, then one atomic manifest write hold
 outputs and the report section (the commit point), then the report is rebuilt from the
 manifest. A run killed at any instant leaves the old or the new state of each stage; re-run, it
 ends with the same bytes (docs/overview.md, "After a crash"). A stage's temp folder survives a
-crash: parts finished in it are recorded (pipeline.resume) and a re-run with the same
+crash: parts finished in it are recorded (pipeline.run.resume) and a re-run with the same
 fingerprint redoes only the unfinished ones.
 """
 
@@ -29,16 +29,17 @@ from pipeline import __version__
 from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
-from pipeline.inputs import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
-from pipeline.io import crash_point, iter_files, num_records, sha256_files
+from pipeline.io import crash_point, iter_files, sha256_files
 from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.parts import num_records
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
-from pipeline.report_html import HTML_NAME, write_html
-from pipeline.resume import RESUME_DIR, STAGE_FILE, PartLedger
+from pipeline.report.html import HTML_NAME, write_html
+from pipeline.run.input_hashes import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
+from pipeline.run.resume import RESUME_DIR, STAGE_FILE, PartLedger
+from pipeline.run.storage import Store, is_url, join_url, stamp, working_copy
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
-from pipeline.storage import Store, is_url, join_url, stamp, working_copy
 
 log = logging.getLogger("pipeline")
 
@@ -394,7 +395,7 @@ def recorded_recipe(recipe: Recipe) -> dict:
 
 def map_sync(store: Store, stage: str, executor: BaseExecutor):
     """Tasks that may run on other nodes sync the stage folder through the URL."""
-    from pipeline.remote_tasks import MapSync
+    from pipeline.run.remote import MapSync
 
     if store.token not in executor.tokens:  # the nodes' copies, removed at close
         executor.tokens.append(store.token)
@@ -404,7 +405,7 @@ def map_sync(store: Store, stage: str, executor: BaseExecutor):
 def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:
     """The executor a recipe's run keys ask for; Ray is imported only when asked for."""
     if run.executor.kind == "ray":
-        from pipeline.ray_executor import RayExecutor
+        from pipeline.run.ray import RayExecutor
 
         return RayExecutor(run.executor, run.workers, progress)
     return Executor(run.workers, progress)
@@ -438,7 +439,7 @@ def _commit(
     the manifest describes the old outputs (missing or replaced, so the stage re-runs), after it
     the new ones with their report section. Whatever instant a crash hits, the next run sees
     the old or the new state; the report is rebuilt from the manifest either way. On a URL the
-    same holds for the manifest PUT (pipeline.storage): outputs first, then the manifest, then
+    same holds for the manifest PUT (pipeline.run.storage): outputs first, then the manifest, then
     the stale keys and the resume folder go."""
     run_dir = manifest.run_dir
     final, old = run_dir / name, run_dir / f".old-{name}"

@@ -20,12 +20,13 @@ import pyarrow.compute as pc
 
 from pipeline.config import RunConfig, bounded, setting
 from pipeline.errors import RecipeError
-from pipeline.io import atomic_write_json, read_json_file, read_table
-from pipeline.io import group_parts as io_group_parts
+from pipeline.io import atomic_write_json, read_json_file
+from pipeline.parts import group_parts as io_group_parts
+from pipeline.parts import read_table
 from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, shard_name, shard_sizes
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
-from pipeline.stages.shard_bounded import (
+from pipeline.stages.shard.bounded_memory import (
     SELECT_DIR,
     gather_shard,
     part_source_counts,
@@ -252,7 +253,8 @@ def _run_bounded(
     per_part: np.ndarray,
     counts: dict[str, int],
 ) -> StageResult:
-    """Above exact_max_sequences: pipeline.stages.shard_bounded (no per-sequence driver state)."""
+    """Above exact_max_sequences: pipeline.stages.shard.bounded_memory (no per-sequence driver
+    state)."""
     parts = [{k: str(v) for k, v in p.items()} for p in group_parts(ctx.inputs["pack"].parts)]
     res = run_bounded(ctx, parts, names, per_part, counts, cfg.eval_fraction, cfg.shard_size)
     shutil.rmtree(ctx.out_dir / SELECT_DIR, ignore_errors=True)

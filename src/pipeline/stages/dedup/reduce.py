@@ -1,4 +1,4 @@
-"""dedup's reduce, as maps of executor tasks over work files (pipeline.dedup.files): exact
+"""dedup's reduce, as maps of executor tasks over work files (pipeline.stages.dedup.files): exact
 copies per key bucket, candidate pairs per LSH band, verification per part, components by star
 rounds over node ranges, cluster labels and sizes per bucket and per label range.
 
@@ -17,22 +17,24 @@ import numpy as np
 
 from pipeline.config import setting
 from pipeline.dedup import cluster as cl
-from pipeline.dedup import exact, files
+from pipeline.dedup import exact
 from pipeline.dedup.bloom import BloomFilter, bloom_size
-from pipeline.dedup.components import label_task, scatter_task, star_task
-from pipeline.dedup.lsh import band_bucket_task, s_curve
-from pipeline.dedup.partitioned import (
+from pipeline.dedup.lsh import s_curve
+from pipeline.stage import StageContext
+from pipeline.stages.dedup import files
+from pipeline.stages.dedup.components import label_task, scatter_task, star_task
+from pipeline.stages.dedup.tasks import (
+    band_bucket_task,
     cluster_task,
     copy_flags_task,
     exact_bucket_task,
     example_copies_task,
     resolve_task,
 )
-from pipeline.dedup.verify import candidate_sets_task, verify_task
-from pipeline.stage import StageContext
+from pipeline.stages.dedup.verify import candidate_sets_task, verify_task
 
 if TYPE_CHECKING:
-    from pipeline.stages.dedup import DedupConfig
+    from pipeline.stages.dedup.config import DedupConfig
 
 CURVE_POINTS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 CC_EDGES_PER_TASK = 1 << 22  # directed edges per component task (a node range): ~100 MB

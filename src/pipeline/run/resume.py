@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.io import atomic_write_bytes, iter_files, sha256_file
-from pipeline.storage import push_files
+from pipeline.run.storage import push_files
 
 RESUME_DIR = ".resume"
 STAGE_FILE = "stage.json"
@@ -94,9 +94,26 @@ def decode(obj: Any) -> Any:
     return {k: decode(v) for k, v in obj.items()}
 
 
+# modules moved by the house layout (issue 26): a ledger written before it still resumes
+MOVED_MODULES = {
+    "pipeline.dedup.reduce": "pipeline.stages.dedup.reduce",
+    "pipeline.dedup.partitioned": "pipeline.stages.dedup.tasks",
+    "pipeline.dedup.verify": "pipeline.stages.dedup.verify",
+    "pipeline.dedup.files": "pipeline.stages.dedup.files",
+    "pipeline.quality.lmstage": "pipeline.stages.quality.lm",
+    "pipeline.quality.clfstage": "pipeline.stages.quality.classifier",
+    "pipeline.quality.parttasks": "pipeline.stages.quality.parttasks",
+    "pipeline.quality.writepart": "pipeline.stages.quality.write",
+    "pipeline.quality.partcols": "pipeline.stages.quality.partcols",
+    "pipeline.stages.download_split": "pipeline.stages.download.split",
+    "pipeline.stages.shard_bounded": "pipeline.stages.shard.bounded_memory",
+}
+
+
 def _dataclass(name: str) -> type:
     """A dataclass of this package by `module:qualname` (nothing else is ever constructed)."""
     module, _, qualname = name.partition(":")
+    module = MOVED_MODULES.get(module, module)
     if not module.startswith("pipeline."):
         raise ValueError(f"not a pipeline class: {name}")
     cls: Any = importlib.import_module(module)

@@ -6,7 +6,7 @@ per-sequence array in the driver.
   source's sequences uniformly without replacement); the eval count is spread over the parts
   the same way. A task per part then picks its rows (seeded by the part) and writes them to
   `<stage temp>/.select/` (int32, sorted: pack order).
-- Train order: a keyed Feistel bijection of [0, T) (`loader.order.FeistelPermutation`, cycle
+- Train order: a keyed Feistel bijection of [0, T) (`permute.FeistelPermutation`, cycle
   walking) maps output position -> rank among the train sequences in pack order; the rank
   gives the part (prefix sums of the per-part train counts) and the row (its rows file).
   Each shard task evaluates it only at its own positions.
@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.io import read_table, save_npy, sha256_file
-from pipeline.loader.order import FeistelPermutation
+from pipeline.io import save_npy, sha256_file
+from pipeline.parts import read_table
+from pipeline.permute import FeistelPermutation
 from pipeline.shards import FIELDS, save_npz, shard_name, shard_sizes
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import StageContext
@@ -81,7 +82,7 @@ def select_part(
 
 def recorded(path: Path, shard: tuple[str, int, str], **extra: Any) -> dict[str, Any]:
     """A write task's result: "outputs" (relative to the stage folder: split/file) makes the
-    executor record the finished shard for part-level resume (pipeline.resume)."""
+    executor record the finished shard for part-level resume (pipeline.run.resume)."""
     return {"outputs": [f"{path.parent.name}/{path.name}"], "shard": shard, **extra}
 
 

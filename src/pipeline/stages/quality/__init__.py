@@ -4,9 +4,10 @@ Heuristic score = sigmoid of a linear combination of document statistics. Cohere
 classifier over features of a reference n-gram LM (k folds, so nothing scores itself), trained
 on reference documents against seeded corruptions of them. Default `quality` = min(heuristic,
 coherence). The older pseudo-label classifier (hashed 1+2-grams) stays as `score: classifier`.
-Just over 400 lines: the shell of three scorers. Their parts live in quality/: the LM's steps in
-lmstage.py, the classifier's in clfstage.py (fitting: train.py, sgd.py), the exact global keep
-rules in parttasks.py/rank.py, the write task in writepart.py; the next split is the reports.
+The shell of three scorers. Their steps live next to it in stages/quality/: the settings in
+config.py, the LM's steps in lm.py, the classifier's in classifier.py (fitting: quality/train.py,
+quality/sgd.py), the exact global keep rules in parttasks.py (quality/rank.py), the write task in
+write.py, the per-part score columns in partcols.py; the algorithms are in pipeline.quality.
 """
 
 from __future__ import annotations
@@ -16,20 +17,18 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from pipeline.config import bounded, input_path, recipe_key, setting, with_keys
-from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_bytes, read_table
-from pipeline.quality import clfstage, lmstage, partcols, parttasks, writepart
+from pipeline.config import recipe_key, setting, with_keys
+from pipeline.errors import DataError
+from pipeline.io import atomic_write_bytes
+from pipeline.parts import read_table
 from pipeline.quality import reference as refmod
 from pipeline.quality.features import (
-    DEFAULT_BIAS,
     DEFAULT_WEIGHTS,
     HASH_SEED,
-    STAT_NAMES,
     hashed_features,
     heuristic_score,
     stats_matrix,
@@ -38,6 +37,11 @@ from pipeline.quality.logreg import Model, model_bytes, roc_auc
 from pipeline.quality.ngram import char_script_share
 from pipeline.quality.train import read_seed_set
 from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stages.quality import classifier as clfstage
+from pipeline.stages.quality import lm as lmstage
+from pipeline.stages.quality import partcols, parttasks
+from pipeline.stages.quality import write as writepart
+from pipeline.stages.quality.config import QualityConfig
 
 MODEL_FILE = "model.npz"
 # the setting behind the score threshold of each keep_rule (pareto draws, it has no threshold)
@@ -48,78 +52,6 @@ RULE_SETTING = {
 }
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
 UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
-
-
-def _weights() -> dict[str, float]:
-    return dict(DEFAULT_WEIGHTS)  # keys left out of a recipe keep these weights
-
-
-@dataclass(frozen=True)
-class QualityConfig:
-    # combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier
-    score: Literal["combined", "coherence", "heuristic", "classifier", "mean"] = "combined"
-    # LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file
-    reference: str = input_path("self")
-    reference_min_heuristic: float = bounded(0.5, ge=0.0, le=1.0)  # self: heuristic >= this
-    reference_max_chars: int = bounded(8_000_000, ge=1000)  # reference sample size (~2M tokens)
-    min_reference_docs: int = bounded(20, ge=2)  # per script; fewer: that script has no LM score
-    lm_order: int = bounded(4, ge=2, le=6)  # n-gram order
-    lm_folds: int = bounded(4, ge=2, le=10)  # k: a document is scored by the model without its fold
-    coherence_train_docs: int = bounded(4_000, ge=4)  # positives + negatives, seeded sample
-    max_perplexity: float | None = None  # also drop documents above this LM perplexity
-    perplexity_buckets: bool = False  # add CCNet's head/middle/tail `lm_bucket` column
-    keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # pareto: GPT-3 style
-    min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
-    keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this best share
-    pareto_alpha: float = bounded(9.0, gt=0.0)  # pareto: keep if pareto(alpha) > 1 - score
-    heuristic_weights: dict[str, float] = field(default_factory=_weights)  # per statistic, [0, 1]
-    heuristic_bias: float = DEFAULT_BIAS  # heuristic = sigmoid(bias + weights . statistics)
-    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # heuristic top/bottom share
-    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-bad also needs heuristic < this
-    pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-good also needs >= this
-    seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
-    clean_rejects_as_bad: bool = True  # documents the clean stage rejected join the bad class
-    model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
-    hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
-    l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
-    epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample, and
-    min_steps: int = bounded(200, ge=1)  # more passes until this many steps (small samples)
-    batch_size: int = bounded(256, ge=1)  # documents per Adam step
-    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size (to 0 over the 2nd half)
-    holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
-    min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
-    max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
-    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects;
-    # its features go to per-part files, the driver holds one file's at a time while training
-    train_max_chars: int = bounded(30_000_000, ge=1000)
-    on_no_spread: Literal["heuristic", "error"] = "heuristic"  # no pseudo labels: fall back/stop
-    max_chars: int = bounded(100_000, ge=100)  # statistics and features read this many chars/doc
-
-    def validate(self, path: str) -> None:
-        if self.pseudo_bad_below > self.pseudo_good_above:
-            raise RecipeError(
-                f"{path}.pseudo_bad_below",
-                f"must be <= pseudo_good_above "
-                f"({self.pseudo_good_above}), got {self.pseudo_bad_below}",
-            )
-        unknown = sorted(set(self.heuristic_weights) - set(STAT_NAMES))
-        if unknown:
-            raise RecipeError(
-                f"{path}.heuristic_weights.{unknown[0]}",
-                f"unknown statistic; expected one of {', '.join(STAT_NAMES)}",
-            )
-        why = refmod.check(self.reference)
-        if why:
-            raise RecipeError(f"{path}.reference", why)
-        if self.model_path and self.score not in ("classifier", "mean"):
-            raise RecipeError(
-                f"{path}.model_path",
-                f"a saved pseudo-label model needs score: classifier or mean, got {self.score}",
-            )
-        for key in ("seed_set_path", "model_path"):
-            value = getattr(self, key)
-            if value is not None and not Path(value).is_file():
-                raise RecipeError(f"{path}.{key}", f"file {value!r} not found")
 
 
 # ---------------------------------------------------------------- per-part work (map)

@@ -8,7 +8,7 @@ and the manifest PUT is the stage's commit, as the manifest rename is for a loca
 
 1. start: the URL is pulled into the working copy (manifest, committed stage folders, resume
    folders `.tmp-<stage>/`); the runner then plans and checks hashes as for a local folder;
-2. a recorded task (pipeline.resume) uploads its outputs, then its marker, to `.tmp-<stage>/`;
+2. a recorded task (pipeline.run.resume) uploads its outputs, then its marker, to `.tmp-<stage>/`;
 3. commit: the stage's files are uploaded to `<stage>/`, then `manifest.json` (the commit),
    then stale keys of `<stage>/` and the whole `.tmp-<stage>/` are deleted, then the report.
 
@@ -35,7 +35,7 @@ from pipeline.io import crash_point
 log = logging.getLogger("pipeline")
 CHUNK = 8 << 20  # bytes per read/write when copying a file to or from the URL
 _OPEN: dict[str, tuple[Any, str]] = {}  # url -> (pyarrow filesystem, root), per process
-PUSHED: set[str] = set()  # files push_files uploaded in this process (remote_tasks skips them)
+PUSHED: set[str] = set()  # files push_files uploaded in this process (run.remote skips them)
 
 
 def is_url(out_dir: str | Path) -> bool:
@@ -230,7 +230,7 @@ def stamp(path: Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
-# ---------------------------------------------------------------- task side (pipeline.resume)
+# ---------------------------------------------------------------- task side (pipeline.run.resume)
 
 
 def push_files(url: str | None, local: str, rels: list[str]) -> None:

@@ -3,7 +3,7 @@ dataset, toy, python_docs) into Parquet parts of `docs_per_part` documents with 
 source (+ label for toy).
 
 The source order defines the corpus: part k holds documents k·docs_per_part onwards. JSONL
-(without max_docs) is read by executor tasks over byte ranges (download_split: same bytes);
+(without max_docs) is read by executor tasks over byte ranges (download/split.py: same bytes);
 other sources are read in order in the driver. Parts are then the unit of parallel work for
 every later stage. Malformed input lines go to `rejected/`.
 """
@@ -20,12 +20,12 @@ from typing import Any
 
 from pipeline.config import bounded, input_path, setting
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import part_name, write_table
+from pipeline.parts import part_name, write_table
 from pipeline.progress import Progress
 from pipeline.sources import SOURCES, Malformed, Record, hf
 from pipeline.sources.files import expand_paths, paths_and_label
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
-from pipeline.stages.download_split import Parse, read_split, rejected_table, write_part
+from pipeline.stages.download.split import Parse, read_split, rejected_table, write_part
 
 MAX_EXAMPLES = 5
 
@@ -136,7 +136,7 @@ def _check(cfg: DownloadConfig, docs_in: int, bad: int, first: str | None) -> No
 
 def _run_split(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     """JSONL (with no max_docs: the serial reader stops early, this one reads all to count)
-    through executor tasks over byte ranges (download_split)."""
+    through executor tasks over byte ranges (download/split.py)."""
     paths, label = paths_and_label(cfg)
     parse = Parse(cfg.text_field, cfg.id_field, label)
     check = functools.partial(_check, cfg)

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.dedup import files
 from pipeline.dedup.cluster import verify as verify_signatures
-from pipeline.dedup.lsh import candidate_signatures, unique_columns
+from pipeline.dedup.lsh import unique_columns
 from pipeline.dedup.minhash import exact_jaccard, shingle_sets
-from pipeline.io import read_table
+from pipeline.parts import read_table
+from pipeline.stages.dedup import files
+from pipeline.stages.dedup.tasks import candidate_signatures
 
 SET_BATCH_DOCS = 250  # documents per shingle_sets call: temporaries stay cache-sized
 

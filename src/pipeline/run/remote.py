@@ -1,7 +1,7 @@
 """Ray tasks over a run folder on a URL: each node works in its own copy, synced through the URL.
 
 Stage code passes local paths to its tasks (parts, `out_dir`, side files). With a URL run folder
-those paths point into the driver's working copy (pipeline.storage), which other nodes lack. So
+those paths point into the driver's working copy (pipeline.run.storage), which other nodes lack. So
 around each map over Ray (`MapSync`, driver side):
 
 - before: the driver uploads what it wrote into the stage temp folder since the last map (a
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.resume import RESUME_DIR
-from pipeline.storage import PUSHED, Store
+from pipeline.run.resume import RESUME_DIR
+from pipeline.run.storage import PUSHED, Store
 
 DRIVER_MARK = ".pipeline-driver"  # in the driver's working copy: its token (same node test)
 PER_PROCESS_ENV = "PIPELINE_NODE_PER_PROCESS"  # tests: each worker process acts as a node

@@ -1,7 +1,7 @@
 """The quality stage's language-model step: choose the reference, fit the fold LMs and the
 coherence classifiers on it, write them to `lm.npz`, and score every part with them.
 
-I/O glue around the pure cores (reference, lmscore, lmfile); the stage (stages/quality.py)
+I/O glue around the pure cores (reference, lmscore, lmfile); the stage (stages/quality/__init__.py)
 calls `fit_reference` once on the driver and `score_part` over its parts.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_bytes, read_table
-from pipeline.quality import partcols
+from pipeline.io import atomic_write_bytes
+from pipeline.parts import read_table
+from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
@@ -31,6 +32,7 @@ from pipeline.quality.lmscore import (
     fit_lm,
 )
 from pipeline.quality.ngram import SCRIPTS
+from pipeline.stages.quality import partcols
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
 # self reference: above this many documents the sample is drawn in hash order per part (bounded
@@ -82,18 +84,6 @@ def self_reference_rows(
     return np.sort(order[:take])
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a seeded, well-spread uint64 per row (wrapping arithmetic)."""
-    with np.errstate(over="ignore"):
-        z = x + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 def _budget_prefix(prio: np.ndarray, rows: np.ndarray, chars: np.ndarray, max_chars: int):
     """The (priority, row) order's prefix until it holds max_chars characters (+ the row that
     crosses it): self_reference_rows's rule with hash order instead of a shuffle."""
@@ -113,7 +103,9 @@ def hashed_sample_part(
     heur_lm = np.where(cols["unspaced"], 1.0, cols["heuristic"])
     local = np.flatnonzero(cols["scorable"] & (heur_lm >= min_heuristic))
     rows = first + local.astype(np.int64)
-    prio = _mix(rows.astype(np.uint64) ^ _mix(np.array([seed & (2**64 - 1)], np.uint64))[0])
+    prio = splitmix64(
+        rows.astype(np.uint64) ^ splitmix64(np.array([seed & (2**64 - 1)], np.uint64))[0]
+    )
     return _budget_prefix(prio, rows, cols["chars"][local], max_chars)
 
 

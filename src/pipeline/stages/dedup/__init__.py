@@ -1,7 +1,7 @@
 """dedup: drop exact duplicates (xxh3-128 of whitespace-normalised text, hash set or Bloom filter)
 and near duplicates (MinHash of word n-grams, LSH bands, verified Jaccard, connected components).
 
-Every per-document array lives in files in the stage's temp folder (`pipeline.dedup.files`),
+Every per-document array lives in files in the stage's temp folder (`pipeline.stages.dedup.files`),
 written and read by executor tasks: a map over parts hashes and sketches; one task per exact-key
 bucket finds copies; one task per LSH band writes candidate pairs; tasks per part verify them;
 the driver joins the verified pairs into components (only documents in near-duplicate pairs);
@@ -14,22 +14,24 @@ from __future__ import annotations
 
 import functools
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.config import SEED_LIMIT, bounded, recipe_key, setting
+from pipeline.config import recipe_key, setting
 from pipeline.dedup import cluster as cl
-from pipeline.dedup import exact, files, reduce
-from pipeline.dedup.lsh import band_bucket_rows, band_mult, optimal_bands, sig_name
+from pipeline.dedup import exact
+from pipeline.dedup.lsh import band_bucket_rows, band_mult, sig_name
 from pipeline.dedup.minhash import minhash_texts
-from pipeline.errors import DataError, RecipeError
-from pipeline.io import read_table, save_npy, write_kept_and_rejected
+from pipeline.errors import DataError
+from pipeline.io import save_npy
+from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stages.dedup import files, reduce
+from pipeline.stages.dedup.config import DedupConfig
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
 EXAMPLE_DOCS = 5  # documents shown per example cluster
@@ -42,45 +44,6 @@ EXACT_BUCKET_DOCS = 1 << 21  # keys per exact-dup bucket task: ~50 MB of keys + 
 # (bloom_expected_docs x ~29 bits at 1e-6: the user's memory/accuracy trade-off).
 STATE_BUDGET = 0  # bytes per document
 PART_BYTES = 64
-
-
-@dataclass(frozen=True)
-class DedupConfig:
-    exact: Literal["hash_set", "bloom", "off"] = "hash_set"  # exact-dup index; off = skip exact
-    bloom_fp_rate: float = bounded(1e-6, gt=0.0, lt=1.0)  # bloom: target false-positive rate
-    bloom_expected_docs: int | None = bounded(None, ge=1)  # bloom: n for sizing; None = input docs
-    near: bool = True  # MinHash LSH near-duplicate removal on/off
-    threshold: float = bounded(0.8, gt=0.0, le=1.0)  # Jaccard of shingle sets to call near-dup
-    num_perm: int = bounded(128, ge=8, le=1024)  # MinHash permutations (4 bytes each per doc)
-    ngram: int = bounded(5, ge=1, le=32)  # words per shingle, on the simplified text
-    bands: int | None = bounded(None, ge=1)  # LSH bands; None = optimal for threshold
-    rows: int | None = bounded(None, ge=1)  # signature values per band; set together with bands
-    fn_weight: float = bounded(0.9, ge=0.0, le=1.0)  # weight of missed pairs vs false candidates
-    verify: Literal["exact", "estimate"] = "exact"  # candidate check: shingle sets or signatures
-    keep: Literal["first", "longest", "quality"] = "first"  # cluster member that survives
-    seed: int | None = bounded(None, ge=0, lt=SEED_LIMIT)  # MinHash seed; None: the stage's
-    batch_docs: int = bounded(250, ge=1)  # documents per numpy batch: temporaries stay cache-sized
-    num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
-
-    def validate(self, path: str) -> None:
-        if (self.bands is None) != (self.rows is None):
-            raise RecipeError(
-                f"{path}.bands",
-                "set bands and rows together, or neither "
-                f"(got bands={self.bands}, rows={self.rows})",
-            )
-        if self.bands is not None and self.bands * (self.rows or 0) > self.num_perm:
-            raise RecipeError(
-                f"{path}.bands",
-                f"bands*rows must be <= num_perm {self.num_perm}, got {self.bands}*{self.rows}",
-            )
-        if self.exact == "off" and not self.near:
-            raise RecipeError(f"{path}.near", "exact is off and near is false: nothing to do")
-
-    def bands_rows(self) -> tuple[int, int]:
-        if self.bands is not None and self.rows is not None:
-            return self.bands, self.rows
-        return optimal_bands(self.threshold, self.num_perm, self.fn_weight)
 
 
 # ---------------------------------------------------------------- map 1: per-part files

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipeline.report_svg import DROPPED, KEPT, bars, columns, figure, fmt, hist_table, line, table
+from pipeline.report.svg import DROPPED, KEPT, bars, columns, figure, fmt, hist_table, line, table
 
 ALL_FAILING = "#8c8c8c"
 

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.io import read_table, write_kept_and_rejected
-from pipeline.quality import lmstage, partcols, parttasks, rank
+from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.quality import rank
+from pipeline.stages.quality import lm as lmstage
+from pipeline.stages.quality import partcols, parttasks
 
 REASONS = ("low_quality", "no_words", "high_perplexity")  # why a row was dropped, by code
 HIST_BINS = 20  # score histograms: 20 bins over [0, 1]

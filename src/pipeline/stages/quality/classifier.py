@@ -1,7 +1,7 @@
 """quality's pseudo-label classifier, the stage side: load a model, or choose pseudo labels
 part by part (pseudo.py), compute the sampled rows' features in tasks (one temp file per part),
 and train by mini-batch Adam streamed one file at a time (sgd.py). Split out of
-stages/quality.py, which calls `train_or_load` once."""
+stages/quality/__init__.py, which calls `train_or_load` once."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import read_table
+from pipeline.parts import read_table
 from pipeline.quality import pseudo, select
 from pipeline.quality.features import STAT_NAMES
 from pipeline.quality.logreg import Model, load_model
@@ -22,7 +22,7 @@ from pipeline.quality.train import featurise, fit_classifier, read_seed_set, wri
 from pipeline.stage import StageContext
 
 if TYPE_CHECKING:
-    from pipeline.stages.quality import QualityConfig
+    from pipeline.stages.quality.config import QualityConfig
 
 CLASSIFIER_FEATS_DIR = "classifier-features"  # temporary: per-part training rows
 

@@ -5,7 +5,7 @@ the report is rebuilt from the manifest after every commit and at the start of e
 crash between the two writes, a deleted or a damaged report costs nothing but a rebuild.
 A setting echoed in the stats carries its recipe key beside it (`threshold` and
 `threshold_key: quality.min_score`; a histogram or rule row has `key`); the table shows the key
-next to the value. report_html draws the same dict; report_compare puts two side by side.
+next to the value. report.html draws the same dict; report.compare puts two side by side.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import yaml
 
 from pipeline.io import atomic_write_bytes
 from pipeline.report import load_report, setting_keys
-from pipeline.report_sections import dropped_counts, stage_figures
-from pipeline.report_svg import DROPPED, KEPT, bars, esc, figure, fmt, table
+from pipeline.report.sections import dropped_counts, stage_figures
+from pipeline.report.svg import DROPPED, KEPT, bars, esc, figure, fmt, table
 
 HTML_NAME = "report.html"
 CSS = """

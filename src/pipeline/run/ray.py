@@ -26,7 +26,7 @@ from pipeline.config import ExecutorConfig
 from pipeline.errors import PipelineError
 from pipeline.executor import BaseExecutor
 from pipeline.progress import Progress
-from pipeline.remote_tasks import PER_PROCESS_ENV
+from pipeline.run.remote import PER_PROCESS_ENV
 
 log = logging.getLogger("pipeline")
 
@@ -44,7 +44,7 @@ def _probe(path: str | None) -> tuple[str, bool, str]:
 
 
 def _cleanup(token: str) -> None:
-    from pipeline.remote_tasks import remove_node_copies
+    from pipeline.run.remote import remove_node_copies
 
     remove_node_copies(token)
 

@@ -1,0 +1,136 @@
+"""Parquet parts: the files documents travel in between stages, and their one reader and
+writers.
+
+Documents travel as zstd Parquet parts with at least the columns id, text, source (all strings).
+Rejected documents add a `reasons` list<string> column. Nothing here decides what a stage does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.errors import DataError
+from pipeline.io import PARQUET_KW, crash_point, temp_path
+from pipeline.stage import DocCounts
+
+DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source", pa.string())])
+
+
+def part_name(index: int, suffix: str = ".parquet") -> str:
+    return f"part-{index:05d}{suffix}"
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    """Write a Parquet table atomically; deterministic bytes for the same table."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    crash_point(f"before writing {path.name}")
+    try:
+        pq.write_table(table, tmp, **PARQUET_KW)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa.Array) -> pa.Table:
+    cols = {
+        "id": pa.array(ids, pa.string()),
+        "text": pa.array(texts, pa.string()),
+        "source": pa.array(sources, pa.string()),
+    }
+    cols.update(extra)
+    return pa.table(cols)
+
+
+def write_rejected(
+    out_dir: Path, index: int, rows: pa.Table, reasons: list[list[str]], **extra: pa.Array
+) -> str:
+    """Write dropped rows to `rejected/part-<index>.parquet` with a `reasons` column (replacing
+    an upstream one) and then `extra` columns; returns the path relative to `out_dir`."""
+    if "reasons" in rows.column_names:
+        rows = rows.drop_columns(["reasons"])
+    rows = rows.append_column("reasons", pa.array(reasons, pa.list_(pa.string())))
+    for name, values in extra.items():
+        rows = rows.append_column(name, values)
+    rel = f"rejected/{part_name(index)}"
+    write_table(Path(out_dir) / rel, rows)
+    return rel
+
+
+def column_bytes(table: pa.Table, column: str = "text") -> int:
+    """UTF-8 bytes of a string column (nulls count 0): Arrow strings are UTF-8 already."""
+    return int(pc.sum(pc.fill_null(pc.binary_length(table.column(column)), 0)).as_py() or 0)
+
+
+def write_kept_and_rejected(
+    out_dir: Path,
+    index: int,
+    table: pa.Table,
+    keep: np.ndarray,
+    reasons: list[list[str]],
+    kept: pa.Table | None = None,
+    **rejected_extra: pa.Array,
+) -> tuple[list[str], DocCounts]:
+    """The one writer of a filtering stage's part: kept rows to part-<index>.parquet (`kept`
+    when the stage changed them, else table.filter(keep)); dropped rows of `table` with their
+    `reasons` (+ `rejected_extra` columns) to rejected/part-<index>.parquet when there are any.
+
+    keep: bool [n]; reasons[k]: the reasons of the k-th dropped row, the first one counted.
+    Returns the paths written (relative to out_dir) and the part's counts, text bytes included.
+    """
+    kept = table.filter(pa.array(keep)) if kept is None else kept
+    outputs = [part_name(index)]
+    write_table(Path(out_dir) / outputs[0], kept)
+    dropped: dict[str, int] = {}
+    if not keep.all():
+        rejected = table.filter(pa.array(~keep))
+        outputs.append(write_rejected(out_dir, index, rejected, reasons, **rejected_extra))
+        for rs in reasons:
+            dropped[rs[0]] = dropped.get(rs[0], 0) + 1
+    counts = DocCounts(
+        table.num_rows, kept.num_rows, dropped, column_bytes(table), column_bytes(kept)
+    )
+    return outputs, counts
+
+
+_PART_NAME = re.compile(r"^(part-\d+)\.(.+)$")
+
+
+def group_parts(paths: list[Path], kinds: dict[str, str], producer: str) -> list[dict[str, Path]]:
+    """Files `part-N.<suffix>` grouped per N, in part order: [{key: path}] for `kinds` = {key:
+    suffix}. A part missing one of its files is a DataError naming it; other files are ignored."""
+    by_suffix = {suffix: key for key, suffix in kinds.items()}
+    found: dict[str, dict[str, Path]] = {}
+    for p in paths:
+        m = _PART_NAME.match(Path(p).name)
+        if m and m.group(2) in by_suffix:
+            found.setdefault(m.group(1), {})[by_suffix[m.group(2)]] = Path(p)
+    for stem, group in found.items():
+        for key in kinds:
+            if key not in group:
+                parent = next(iter(group.values())).parent
+                raise DataError(str(parent / f"{stem}.{key}"), f"missing from {producer}'s output")
+    return [found[stem] for stem in sorted(found)]
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    return pq.read_table(path, columns=columns)
+
+
+def num_records(path: Path) -> int | None:
+    """Row count of a Parquet part or the first dimension of a .npy array; None otherwise."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pq.ParquetFile(path).metadata.num_rows
+    if path.suffix == ".npy":
+        return int(np.load(path, mmap_mode="r", allow_pickle=False).shape[0])
+    return None
