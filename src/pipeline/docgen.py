@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
 from pipeline.stages import STAGES
+from pipeline.train.config import PretrainConfig  # torch-free: the `pretrain:` block only
 
 _FIELD = re.compile(r"^\s+(\w+):\s*[^#=]+=[^#]*?(?:#\s*(.+))?$")
 _COMMENT = re.compile(r"^\s+#\s*(.+)$")
@@ -99,12 +100,10 @@ def generate() -> str:
             *table(stage.config_cls),
             "",
         ]
-    from pipeline.train.config import PretrainConfig  # torch-free: the recipe block only
-
     lines += [
         "## `pretrain:` (its own recipe file, `pipeline pretrain` / `pipeline ablate`)",
         "",
-        "`PretrainConfig` in `src/pipeline/train/config.py`; see docs/pretrain.md.",
+        f"`PretrainConfig` in `{_source(PretrainConfig)}`; see docs/pretrain.md.",
         "",
         *table(PretrainConfig),
         "",

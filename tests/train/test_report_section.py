@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pipeline.report import pretrain_section
-from pipeline.report_sections import stage_figures
+from pipeline.report.sections import stage_figures
 
 
 def _write(run, **over):

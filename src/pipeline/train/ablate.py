@@ -149,8 +149,8 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def render_html(result: dict[str, Any]) -> str:
-    from pipeline.report_html import page
-    from pipeline.report_svg import KEPT, bars, esc, figure, table
+    from pipeline.report.html import page
+    from pipeline.report.svg import KEPT, bars, esc, figure, table
 
     head, body = table_rows(result)
     sections = [("table", "Bits per byte", table(head, body))]

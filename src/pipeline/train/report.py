@@ -46,7 +46,7 @@ def publish(run_dir: Path) -> None:
     section; a run folder without a manifest (or read-only) keeps its files, with a warning."""
     from pipeline.manifest import MANIFEST_NAME, Manifest
     from pipeline.report import sync_report
-    from pipeline.report_html import write_html
+    from pipeline.report.html import write_html
 
     if not (run_dir / MANIFEST_NAME).is_file():
         log.warning("%s has no %s: pipeline_report.json not updated", run_dir, MANIFEST_NAME)
