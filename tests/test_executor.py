@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import signal
@@ -19,9 +20,44 @@ import yaml
 from pipeline import executor
 from pipeline.cli import main
 from pipeline.errors import RecipeError
-from pipeline.executor import Executor
+from pipeline.executor import BaseExecutor, Executor
 from pipeline.recipe import build_recipe
 from pipeline.run.runner import make_executor
+from ray_tasks import check_bind
+
+
+def _all_executors() -> list[type]:
+    import pipeline.run.ray  # noqa: F401 - its class (Ray itself is imported at start)
+
+    found, todo = [], list(BaseExecutor.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo += cls.__subclasses__()
+    return found
+
+
+def test_every_executor_implements_the_one_interface():
+    """The runner reaches an executor only through BaseExecutor: bind(ledger, sync), map,
+    check_shared, abort, close. Each subclass implements every abstract part of it."""
+    classes = _all_executors()
+    assert {c.__name__ for c in classes} >= {"Executor", "RayExecutor"}
+    for cls in classes:
+        assert not inspect.isabstract(cls), f"{cls.__name__}: {cls.__abstractmethods__}"
+        assert list(inspect.signature(cls.bind).parameters) == ["self", "ledger", "sync"]
+
+    class Partial(BaseExecutor):  # no check_shared/abort/close: refused at construction
+        def _map(self, fn, items, bar):
+            return [fn(i) for i in items]
+
+    with pytest.raises(TypeError, match="abstract"):
+        Partial()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_executor_binds_ledger_and_sync(workers):
+    with Executor(workers) as ex:
+        check_bind(ex)
 
 
 def _square_after(delay_s: float, x: int) -> int:
@@ -56,7 +92,7 @@ _ORPHAN_SCRIPT = """
 import functools, os, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from pipeline.executor import Executor
+from pipeline.executor import BaseExecutor, Executor
 
 def park(folder, i):
     Path(folder, f"{os.getpid()}.pid").write_text("")

@@ -17,7 +17,7 @@ from pipeline.config import ExecutorConfig
 from pipeline.errors import DataError, PipelineError
 from pipeline.recipe import load_recipe
 from pipeline.run.runner import run_recipe
-from ray_tasks import _die_once, _flaky
+from ray_tasks import _die_once, _flaky, check_bind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,3 +104,15 @@ def test_workers_see_the_run_folder(tmp_path, ray_cluster):
     with _executor() as ex:
         ex.check_shared(tmp_path)  # one node: visible; the probe file is removed again
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ray_executor_binds_ledger_and_sync_and_removes_the_nodes_copies(ray_cluster):
+    """bind(ledger, sync) as the local executor; a sync's token names the nodes' copies of a URL
+    run folder, which close() removes on every node."""
+    token = "bindtest0123"
+    copy = Path(tempfile.gettempdir()) / f"pipeline-node-{token}"
+    copy.mkdir(exist_ok=True)
+    with _executor() as ex:
+        check_bind(ex, token)
+        assert copy.is_dir()
+    assert not copy.exists()

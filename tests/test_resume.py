@@ -99,6 +99,28 @@ def test_crash_mid_stage_redoes_only_unfinished_parts(tmp_path, fake_clean, capl
     assert shas(run_dir) == shas(fresh)
 
 
+def test_markers_of_older_versions_without_stamps_still_resume(tmp_path, fake_clean):
+    """A marker's outputs were [bytes, sha256] before they carried a stamp: such a crashed run
+    resumes, its files checked by sha256."""
+    run_dir = tmp_path / "run"
+    (tmp_path / "crash_at").write_text("5")
+    with pytest.raises(RuntimeError, match="simulated crash at part 5"):
+        run_recipe(_lower_recipe(tmp_path), progress=False)
+    finished = markers(run_dir)
+    for path in (run_dir / ".tmp-clean" / RESUME_DIR).glob("*-*-*.json"):
+        marker = json.loads(path.read_text())
+        assert all(len(rec) == 3 and rec[2] for rec in marker["outputs"].values())
+        marker["outputs"] = {rel: rec[:2] for rel, rec in marker["outputs"].items()}
+        path.write_text(json.dumps(marker))
+    (tmp_path / "crash_at").unlink()
+    (tmp_path / "lower_parts.txt").unlink()
+    run_recipe(_lower_recipe(tmp_path), progress=False)
+    assert set(computed_parts(run_dir)) == set(range(8)) - finished
+    fresh = tmp_path / "fresh"
+    run_recipe(make_recipe(fresh, {"download": DOWNLOAD, "clean": {}}), progress=False)
+    assert shas(run_dir) == shas(fresh)
+
+
 _KILLED_RUN = """
 import sys
 sys.path[:0] = {paths!r}

@@ -16,7 +16,7 @@ from helpers import make_recipe
 from pipeline import io
 from pipeline.errors import PipelineError
 from pipeline.run.runner import run_recipe
-from pipeline.run.storage import open_fs
+from pipeline.run.storage import Store, UrlStore, open_fs
 from test_runner_crash import state as _state
 
 STAGES = {
@@ -41,7 +41,8 @@ def state(run_dir: Path) -> dict[str, object]:
 
 def _files(root: Path) -> dict[str, bytes]:
     """Every file of a run folder but the clock-dependent ones (compared by `state`)."""
-    skip = {".lock", ".input_hashes.json", "manifest.json", "pipeline_report.json", "report.html"}
+    skip = {".lock", ".input_hashes.json", ".output_hashes.json"}
+    skip |= {"manifest.json", "pipeline_report.json", "report.html"}
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in io.iter_files(root)
@@ -213,3 +214,25 @@ def test_s3_run_folder_on_a_mock_server_equals_local_run(tmp_path, local_run, mo
         assert state(copy) == state(local_run)
     finally:
         moto.stop()
+
+
+def test_local_store_is_a_no_op_with_the_url_stores_interface(tmp_path):
+    """The runner calls the same Store methods for a local folder and a URL: locally each is a
+    no-op; UrlStore overrides every one (none silently falls back to doing nothing)."""
+    steps = [n for n, v in vars(Store).items() if not n.startswith("_") and n != "remote"]
+    assert {"upload", "push_dir", "prune", "remove_dir", "sweep", "shared_dir"} <= set(steps)
+    assert [n for n in steps if n not in vars(UrlStore)] == []
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "clean" / "part-00000.parquet").write_bytes(b"x")
+    (tmp_path / ".tmp-dedup").mkdir()
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    store = Store(tmp_path)
+    store.upload("clean/part-00000.parquet")
+    store.upload_quietly("clean/part-00000.parquet")
+    store.push_dir("clean")
+    store.prune("clean")
+    store.remove_dir("clean")
+    store.sweep([".tmp-dedup"], ["dedup"])
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before
+    assert (store.remote, store.shared_dir, store.ledger_remote) == (False, tmp_path, None)
+    assert store.where(".tmp-clean") == str(tmp_path / ".tmp-clean")

@@ -3,8 +3,13 @@ as Ray tasks (pipeline.run.ray, `executor: {kind: ray}`).
 
 Results come back in item order whatever the worker count or executor, so a stage whose part i
 depends only on part i, its config and its seed writes the same bytes for any `workers`.
-While the runner has attached a PartLedger (pipeline.run.resume), tasks that write part files are
-recorded as they finish and a re-run after a crash returns their recorded results instead.
+
+`BaseExecutor` is the one interface of every executor (the runner and the stages use nothing
+else): `map`, `bind`, `check_shared`, `abort`, `close`, `workers`, `remote_nodes`. While the
+runner has bound a stage's ledger (pipeline.run.resume), tasks that write part files are recorded as
+they finish and a re-run after a crash returns their recorded results instead; while it has
+bound a sync (pipeline.run.remote, a URL run folder on remote nodes), each map keeps the URL
+and the driver's working copy in step.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import signal
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pipeline.progress import Progress
 
@@ -29,22 +35,48 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class BaseExecutor:
-    """`map(fn, items, desc)`: fn must be picklable (a module-level function or a partial)."""
+class TaskLedger(Protocol):
+    """What a map needs of a stage's resume record (pipeline.run.resume.PartLedger)."""
+
+    def keys(self, desc: str, n: int) -> list[str]: ...
+
+    def recorded(self, keys: list[str]) -> tuple[list[Any], list[int]]: ...
+
+    def wrap(self, fn: Callable[[Any], Any]) -> Callable[[tuple[str, Any]], Any]: ...
+
+
+class TaskSync(Protocol):
+    """What a map needs to keep a URL run folder in step (pipeline.run.remote.MapSync)."""
+
+    token: str  # names the run's copies on other nodes, removed when the executor closes
+
+    def wrap(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]: ...
+
+    def after(self) -> None: ...
+
+
+class BaseExecutor(ABC):
+    """`map(fn, items, desc)`: fn must be picklable (a module-level function or a partial).
+    A subclass implements `_map` (run fn over items, results in item order) and may extend
+    `bind`, `check_shared`, `abort` and `close`."""
 
     workers: int = 1
     progress: bool = False
-    ledger: Any = None  # a pipeline.run.resume.PartLedger, set by the runner while a stage runs
-    # a pipeline.run.remote.MapSync while a stage of a run folder on a URL runs on workers
-    # that may sit on other nodes (Ray); None otherwise
-    sync: Any = None
     remote_nodes = False  # whether tasks may run on another machine than the driver
+    _ledger: TaskLedger | None = None
+    _sync: TaskSync | None = None
+
+    def bind(self, ledger: TaskLedger | None, sync: TaskSync | None = None) -> None:
+        """Attach a stage's ledger and sync to every later map; `bind(None)` detaches them
+        (the runner binds before a stage runs and unbinds after, however it ends). A sync is
+        only for an executor with `remote_nodes`: local workers share the driver's copy."""
+        self._ledger, self._sync = ledger, sync
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str = "") -> list[R]:
         items = list(items)
         name = desc or getattr(fn, "__name__", "work")
         bar = Progress(len(items), name, enabled=self.progress, unit="parts")
-        ledger = self.ledger
+        ledger = self._ledger
         if ledger is None:
             results = self._synced_map(fn, items, bar)
         else:
@@ -59,24 +91,29 @@ class BaseExecutor:
         return results
 
     def _synced_map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
-        if self.sync is None or not items:
+        sync = self._sync
+        if sync is None or not items:
             return self._map(fn, items, bar)
-        results = self._map(self.sync.wrap(fn), items, bar)
-        self.sync.after()
+        results = self._map(sync.wrap(fn), items, bar)
+        sync.after()
         return results
 
+    @abstractmethod
     def _map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
-        raise NotImplementedError
+        """fn over items, results in item order; `bar.update(1)` per finished item."""
 
+    @abstractmethod
     def check_shared(self, run_dir: Path | None) -> None:
         """Fail early if workers cannot see `run_dir` (only remote workers can fail this);
         None: the run folder is on a URL, only the workers' code version is checked."""
 
-    def close(self) -> None:
-        pass
-
+    @abstractmethod
     def abort(self) -> None:
-        pass
+        """Stop now (Ctrl-C, a failed task): no worker may go on writing after it returns."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the workers (the end of a run)."""
 
     def __enter__(self) -> BaseExecutor:
         return self
@@ -118,6 +155,9 @@ class Executor(BaseExecutor):
                 initargs=(os.getpid(),),
             )
         return self._pool
+
+    def check_shared(self, run_dir: Path | None) -> None:
+        """Local workers share the driver's filesystem and code: nothing to check."""
 
     def close(self) -> None:
         if self._pool is not None:

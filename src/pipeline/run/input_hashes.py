@@ -8,6 +8,10 @@ folder (every file below it, hidden ones aside) or a glob. A value that names no
 builtin corpus name, a hub dataset name, null) adds nothing. Hashes are cached in
 `<run>/.input_hashes.json` by (path, size, mtime, inode), so a re-run reads a 10 GB input only
 when it changed.
+
+The same cache class keeps the sha256 of a run's committed outputs in
+`<run>/.output_hashes.json` (filled at each commit), so a re-run that skips every stage, or a
+`--dry-run`, checks the outputs by `stat` alone. What such a key cannot see: docs/overview.md.
 """
 
 from __future__ import annotations
@@ -16,15 +20,19 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, iter_files, sha256_file
+from pipeline.io import atomic_write_json, iter_files, sha256_file, sha256_files
 
 CACHE_NAME = ".input_hashes.json"
+OUTPUT_CACHE_NAME = ".output_hashes.json"
 RACY_NS = 2_000_000_000  # a file modified this close to its hashing may change within one tick
+TICK_WAIT_S, TICK_TRIES = 0.002, 25  # at most ~50 ms waiting for the filesystem clock to tick
 log = logging.getLogger("pipeline")
 
 
@@ -61,10 +69,16 @@ def input_files(cfg: Any) -> list[Path]:
 
 
 class HashCache:
-    """sha256 of files keyed by (resolved path, size, mtime_ns, inode)."""
+    """sha256 of files keyed by (path, size, mtime_ns, inode): a file is read again only when
+    one of the four changed.
 
-    def __init__(self, path: Path | None):
-        self.path = path
+    Keys are resolved paths, or with `root` paths relative to it (a run folder's outputs: the
+    cache survives moving the folder with `mv`, which keeps inodes and mtimes). `write=False`
+    (a dry run) only reads the cache file and adds nothing to it.
+    """
+
+    def __init__(self, path: Path | None, root: Path | None = None, write: bool = True):
+        self.path, self.root, self.write = path, root, write
         self.entries: dict[str, Any] = {}
         self.dirty = False
         if path is not None and path.is_file():
@@ -74,16 +88,29 @@ class HashCache:
             except (OSError, ValueError):
                 self.entries = {}  # a cache: rebuilt when unreadable
 
+    def _key(self, path: Path) -> str:
+        if self.root is None:
+            return str(path.resolve())
+        return Path(path).relative_to(self.root).as_posix()
+
+    def _hit(self, key: str, stamp: list[int]) -> str | None:
+        hit = self.entries.get(key)
+        if (
+            isinstance(hit, dict)
+            and hit.get("stamp") == stamp
+            and isinstance(hit.get("sha256"), str)
+        ):
+            return hit["sha256"]
+        return None
+
     def describe(self, path: Path) -> dict[str, Any]:
         """{path, bytes, sha256} of one input file."""
         try:
             st = path.stat()
             key = str(path.resolve())
-            stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
-            hit = self.entries.get(key)
-            if isinstance(hit, dict) and hit.get("stamp") == stamp and "sha256" in hit:
-                digest = hit["sha256"]
-            else:
+            stamp = _stamp(st)
+            digest = self._hit(key, stamp)
+            if digest is None:
                 if st.st_size > 100 << 20:
                     log.info("hashing input %s (%.0f MB)", path, st.st_size / 1e6)
                 digest = sha256_file(path)
@@ -94,11 +121,93 @@ class HashCache:
             raise DataError(str(path), f"cannot read input file ({exc.strerror or exc})") from None
         return {"path": str(path), "bytes": st.st_size, "sha256": digest}
 
+    def digests(self, paths: Sequence[Path]) -> list[str]:
+        """sha256 of each file, in order: from the cache where the stamp matches, else read
+        (thread pool) and cached when that is sound (`hash_new`). OSError for a missing file."""
+        out = [self._hit(self._key(p), _stamp(os.stat(p))) for p in paths]
+        todo = [i for i, digest in enumerate(out) if digest is None]
+        fresh = self.hash_new([paths[i] for i in todo]) if todo else []
+        for i, digest in zip(todo, fresh, strict=True):
+            out[i] = digest
+        return [str(digest) for digest in out]
+
+    def hash_new(self, paths: Sequence[Path], keys: Sequence[str] | None = None) -> list[str]:
+        """Read and hash `paths` (a thread pool); cache each under its key (default: its own)
+        when its stamp is sound (`hash_stamped`)."""
+        keys = [self._key(p) for p in paths] if keys is None else list(keys)
+        clock_dir = self.path.parent if self.write and self.path is not None else None
+        hashed = hash_stamped(paths, clock_dir)
+        for key, (digest, stamp) in zip(keys, hashed, strict=True):
+            if stamp is not None:
+                self.put(key, stamp, digest)
+        return [digest for digest, _ in hashed]
+
+    def put(self, key: str, stamp: list[int], digest: str) -> None:
+        """Cache `digest` for the file `key` as `stamp` (a sound one: `hash_stamped`)."""
+        self.entries[key] = {"stamp": list(stamp), "sha256": digest}
+        self.dirty = True
+
     def save(self) -> None:
-        if self.dirty and self.path is not None and self.path.parent.is_dir():
-            live = {k: v for k, v in self.entries.items() if os.path.exists(k)}
+        if self.write and self.dirty and self.path is not None and self.path.parent.is_dir():
+            base = self.root if self.root is not None else Path()
+            live = {k: v for k, v in self.entries.items() if os.path.exists(base / k)}
             atomic_write_json(self.path, live)
             self.dirty = False
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def stamp_of(path: Path) -> list[int]:
+    """[size, mtime_ns, inode] of a file: the key a hash is cached under."""
+    return _stamp(os.stat(path))
+
+
+def hash_stamped(
+    paths: Sequence[Path], clock_dir: Path | None
+) -> list[tuple[str, list[int] | None]]:
+    """(sha256, stamp or None) of each file, read by a thread pool. The stamp is given only where
+    it may key a cache: it did not change while the file was read, and the file's mtime is older
+    than the filesystem clock taken (in `clock_dir`, `fs_clock_ns`) before the stat, so any
+    later write, however soon, gives the file another mtime. Files written within the current
+    tick wait for the next one (a few ms) or, past TICK_TRIES, get no stamp; so do all files
+    when `clock_dir` is None or not writable (a dry run, a read-only run folder)."""
+    paths = list(paths)
+    clock = _clock(clock_dir)
+    stamps = [stamp_of(p) for p in paths]
+    tries = 0
+    while clock is not None and tries < TICK_TRIES and any(s[1] >= clock for s in stamps):
+        time.sleep(TICK_WAIT_S)  # stat after the clock: a write after it shows
+        clock, tries = _clock(clock_dir), tries + 1
+        stamps = [stamp_of(p) for p in paths]
+    digests = sha256_files(paths)
+    out: list[tuple[str, list[int] | None]] = []
+    for p, stamp, digest in zip(paths, stamps, digests, strict=True):
+        sound = clock is not None and stamp[1] < clock and stamp_of(p) == stamp
+        out.append((digest, stamp if sound else None))
+    return out
+
+
+def _clock(folder: Path | None) -> int | None:
+    if folder is None:
+        return None
+    try:
+        return fs_clock_ns(folder)
+    except OSError:  # read-only: nothing may be cached
+        return None
+
+
+def fs_clock_ns(folder: Path) -> int:
+    """The time, in ns, that the filesystem of `folder` stamps on a file modified now: the mtime
+    of a file created there (its own clock, which on NFS is the server's, not this machine's).
+    The probe's name is a temp file's, so a kill's leftover is swept like one."""
+    probe = Path(folder) / f".clock-{os.getpid()}-{threading.get_ident()}.tmp"
+    try:
+        with open(probe, "wb") as f:
+            return os.fstat(f.fileno()).st_mtime_ns
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def describe_inputs(cfg: Any, cache: HashCache) -> list[dict[str, Any]]:

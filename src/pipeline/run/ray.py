@@ -24,7 +24,7 @@ from typing import Any
 import pipeline
 from pipeline.config import ExecutorConfig
 from pipeline.errors import PipelineError
-from pipeline.executor import BaseExecutor
+from pipeline.executor import BaseExecutor, TaskLedger, TaskSync
 from pipeline.progress import Progress
 from pipeline.run.remote import PER_PROCESS_ENV
 
@@ -83,7 +83,14 @@ class RayExecutor(BaseExecutor):
         self._env = env
         self._probe = ray.remote(_probe)
         self._pending: list[Any] = []
-        self.tokens: list[str] = []  # runs on a URL: the nodes' copies to remove at close
+        self._tokens: list[str] = []  # runs on a URL: the nodes' copies to remove at close
+
+    def bind(self, ledger: TaskLedger | None, sync: TaskSync | None = None) -> None:
+        """As BaseExecutor.bind; a sync's token also names the nodes' copies that `close`
+        removes on every node."""
+        super().bind(ledger, sync)
+        if sync is not None and sync.token not in self._tokens:
+            self._tokens.append(sync.token)
 
     def _init(self, cfg: ExecutorConfig, workers: int) -> None:
         ray = self._ray
@@ -197,7 +204,7 @@ class RayExecutor(BaseExecutor):
         self._pending = []
 
     def close(self) -> None:
-        for token in self.tokens:  # scratch copies of a URL run folder: here, on every node
+        for token in self._tokens:  # scratch copies of a URL run folder: here, on every node
             _cleanup(token)
             try:
                 if self._ray.is_initialized():

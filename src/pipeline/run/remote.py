@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.run.resume import RESUME_DIR
-from pipeline.run.storage import PUSHED, Store
+from pipeline.run.storage import PUSHED, Store, UrlStore
 
 DRIVER_MARK = ".pipeline-driver"  # in the driver's working copy: its token (same node test)
 PER_PROCESS_ENV = "PIPELINE_NODE_PER_PROCESS"  # tests: each worker process acts as a node
@@ -129,7 +129,7 @@ def run_task(item: Any, fn: Any, spec: TaskSpec) -> Any:
     if on_driver_node(spec):
         return fn(item)
     root = node_root(spec)
-    store = Store(spec.url, root)
+    store = UrlStore(spec.url, root)
     fn, item = translate((fn, item), spec.driver_root, str(root))
     for rel in sorted(referenced((fn, item), str(root))):
         store.pull_path(rel)
@@ -156,11 +156,20 @@ def remove_node_copies(token: str) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
+def map_sync(store: Store, stage: str, remote_nodes: bool) -> MapSync | None:
+    """What keeps the stage folder `stage` in step around each map: a MapSync when the run
+    folder is on a URL and tasks may run on other nodes; else None (tasks see the driver's
+    own folder)."""
+    if isinstance(store, UrlStore) and remote_nodes:
+        return MapSync(store, stage, store.token)
+    return None
+
+
 class MapSync:
     """Driver side: keeps the URL's stage temp folder and the driver's copy in step around each
     map over Ray."""
 
-    def __init__(self, store: Store, stage: str, token: str):
+    def __init__(self, store: UrlStore, stage: str, token: str):
         self.store, self.stage, self.token = store, stage, token
         (store.local / DRIVER_MARK).write_text(token)
         self._seen = _snapshot(store.local / stage)

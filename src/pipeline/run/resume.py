@@ -2,16 +2,20 @@
 
 The runner writes a stage into `<run>/.tmp-<stage>/`; that folder survives a crash. It holds
 `.resume/stage.json` (the stage fingerprint) and one marker per finished task,
-`.resume/<map>-<call>-<item>.json` = {"outputs": {path: [bytes, sha256]}, "result": the task's
-return value in typed JSON}. The task writes its marker itself (atomically) after its outputs
-are renamed into place, so a marker never names a partial file. A re-run with the same
-fingerprint keeps the files its valid markers name (size and sha256 re-checked), deletes
-everything else (temp files, outputs of unfinished tasks) and returns the recorded results
-instead of running those tasks again; the stage then ends with the same bytes. Any other
-fingerprint (config, seed, upstream or code changed) starts from an empty folder.
+`.resume/<map>-<call>-<item>.json` = {"outputs": {path: [bytes, sha256, stamp]}, "result": the
+task's return value in typed JSON}; stamp = [size, mtime_ns, inode] when it may key a cache
+(pipeline.run.input_hashes.hash_stamped), else null (markers of older versions have none). The
+task writes its marker itself (atomically) after its outputs are renamed into place, so a marker
+never names a partial file. A re-run with the same fingerprint keeps the files its valid markers
+name (by the stamp, which any write since the task changes, else size and sha256 re-checked),
+deletes everything else (temp files, outputs of unfinished tasks) and returns the recorded
+results instead of running those tasks again; the stage then ends with the same bytes. Any
+other fingerprint (config, seed, upstream or code changed) starts from an empty folder.
 
 Recorded tasks are those returning a dict with an "outputs" list, or a list of paths: the files
 they wrote, relative to the stage folder. Others (sketches, counts) run again on a re-run.
+The runner takes the hashes of a stage's outputs from these markers at commit where the stamp
+still matches (`PartLedger.known_hashes`), so a task's outputs are read once, by the task.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.io import atomic_write_bytes, iter_files, sha256_file
+from pipeline.run.input_hashes import hash_stamped, stamp_of
 from pipeline.run.storage import push_files
 
 RESUME_DIR = ".resume"
@@ -159,8 +164,12 @@ def record_part(
         return result
     root = Path(stage_dir)
     try:
+        hashed = hash_stamped([root / o for o in outs], root.parent)  # clock probe beside it
         body = {
-            "outputs": {o: [(root / o).stat().st_size, sha256_file(root / o)] for o in outs},
+            "outputs": {
+                o: [(root / o).stat().st_size, digest, stamp]
+                for o, (digest, stamp) in zip(outs, hashed, strict=True)
+            },
             "result": encode(result),
         }
     except (TypeError, OSError):
@@ -251,9 +260,33 @@ class PartLedger:
             record_part, fn=fn, stage_dir=str(self.stage_dir), remote=self.remote
         )
 
+    def known_hashes(self) -> dict[str, tuple[list[int], str]]:
+        """{path in the stage folder: (stamp, sha256)} of every output a marker records with a
+        stamp: reused tasks' and those of this run (read before `close`)."""
+        out: dict[str, tuple[list[int], str]] = {}
+        for path in sorted((self.stage_dir / RESUME_DIR).glob("*.json")):
+            if path.name == STAGE_FILE:
+                continue
+            try:
+                outputs = json.loads(path.read_text())["outputs"]
+                for rel, rec in outputs.items():
+                    if len(rec) > 2 and isinstance(rec[2], list) and isinstance(rec[1], str):
+                        out[rel] = (rec[2], rec[1])
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # a marker that cannot be read: its files are hashed at commit
+        return out
+
     def close(self) -> None:
         """The stage finished: drop the markers (they must not become stage outputs)."""
         shutil.rmtree(self.stage_dir / RESUME_DIR, ignore_errors=True)
+
+
+def _intact(path: Path, size: int, sha: str, stamp: list[int] | None = None) -> bool:
+    """The file a marker records is still what its task wrote: by its stamp when it has one
+    (unchanged since the task hashed it), else by size and sha256."""
+    if not path.is_file() or os.path.getsize(path) != size:
+        return False
+    return (stamp is not None and stamp_of(path) == stamp) or sha256_file(path) == sha
 
 
 def _valid_markers(stage_dir: Path) -> dict[str, dict]:
@@ -265,12 +298,7 @@ def _valid_markers(stage_dir: Path) -> dict[str, dict]:
             continue
         try:
             marker = json.loads(path.read_text())
-            ok = all(
-                (stage_dir / rel).is_file()
-                and os.path.getsize(stage_dir / rel) == size
-                and sha256_file(stage_dir / rel) == sha
-                for rel, (size, sha) in marker["outputs"].items()
-            )
+            ok = all(_intact(stage_dir / rel, *rec) for rel, rec in marker["outputs"].items())
         except (OSError, ValueError, KeyError, TypeError):
             ok = False
         if ok:

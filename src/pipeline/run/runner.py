@@ -9,6 +9,12 @@ manifest. A run killed at any instant leaves the old or the new state of each st
 ends with the same bytes (docs/overview.md, "After a crash"). A stage's temp folder survives a
 crash: parts finished in it are recorded (pipeline.run.resume) and a re-run with the same
 fingerprint redoes only the unfinished ones.
+
+Outputs are read once, by the tasks that write them (their resume markers record the sha256)
+or at commit, and their hashes are kept in `<run>/.output_hashes.json` by (path, size, mtime_ns,
+inode) (pipeline.run.input_hashes.HashCache): a re-run that skips every stage, and a
+`--dry-run`, check the outputs by `stat` and read none of their bytes. A run folder on a URL
+goes through the same steps with its UrlStore (pipeline.run.storage); a path's Store is a no-op.
 """
 
 from __future__ import annotations
@@ -29,15 +35,23 @@ from pipeline import __version__
 from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
-from pipeline.io import crash_point, iter_files, sha256_files
+from pipeline.io import crash_point, iter_files
 from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.parts import num_records
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
 from pipeline.report.html import HTML_NAME, write_html
-from pipeline.run.input_hashes import CACHE_NAME, HashCache, describe_inputs, fingerprint_part
+from pipeline.run.input_hashes import (
+    CACHE_NAME,
+    OUTPUT_CACHE_NAME,
+    HashCache,
+    describe_inputs,
+    fingerprint_part,
+    stamp_of,
+)
+from pipeline.run.remote import map_sync
 from pipeline.run.resume import RESUME_DIR, STAGE_FILE, PartLedger
-from pipeline.run.storage import Store, is_url, join_url, stamp, working_copy
+from pipeline.run.storage import Store, stamp, working_copy
 from pipeline.stage import Stage, StageContext, StageInputs
 from pipeline.stages import STAGES
 
@@ -104,16 +118,21 @@ def plan(
     only: str | None = None,
     force: bool = False,
     save_cache: bool = True,
+    hashes: HashCache | None = None,
 ) -> list[PlanItem]:
+    """What each enabled stage does in this run, and why. `hashes`: the run's output hashes
+    (default: loaded from the run folder, saved unless `save_cache` is False)."""
     selected = select(recipe, start, until, only)
     items, upstream = [], None
     order = list(STAGES)
     seed = recipe.run.seed
     cache = HashCache(manifest.run_dir / CACHE_NAME)
+    if hashes is None:
+        hashes = output_hashes(manifest.run_dir, write=save_cache)
     for name, cfg in recipe.stages.items():
         inputs = describe_inputs(cfg, cache)
         fp = fingerprint(name, cfg, seed, upstream, inputs)
-        done = manifest.is_done(name, fp)
+        done = manifest.is_done(name, fp, hashes.digests)
         if name in selected:
             if force:
                 action, why = "run", "forced"
@@ -135,7 +154,14 @@ def plan(
     if save_cache:
         with contextlib.suppress(OSError):  # a cache: a read-only run folder costs re-hashing
             cache.save()
+            hashes.save()
     return items
+
+
+def output_hashes(run_dir: Path, write: bool = True) -> HashCache:
+    """The sha256 of the run's committed outputs, by (path in the run folder, size, mtime_ns,
+    inode); `write=False` (a dry run) adds nothing and never writes the file."""
+    return HashCache(Path(run_dir) / OUTPUT_CACHE_NAME, root=Path(run_dir), write=write)
 
 
 def _why_changed(entry: dict | None, inputs: list[dict]) -> str:
@@ -157,17 +183,13 @@ def run_recipe(
     dry_run: bool = False,
     progress: bool = True,
 ) -> list[PlanItem]:
-    if is_url(recipe.run.out_dir):
-        with working_copy(recipe.run.out_dir, write=not dry_run) as store:
-            return _run(recipe, store.local, store, start, until, only, force, dry_run, progress)
-    run_dir = Path(recipe.run.out_dir)
-    return _run(recipe, run_dir, None, start, until, only, force, dry_run, progress)
+    with working_copy(recipe.run.out_dir, write=not dry_run) as store:
+        return _run(recipe, store, start, until, only, force, dry_run, progress)
 
 
 def _run(
     recipe: Recipe,
-    run_dir: Path,
-    store: Store | None,
+    store: Store,
     start: str | None,
     until: str | None,
     only: str | None,
@@ -175,26 +197,35 @@ def _run(
     dry_run: bool,
     progress: bool,
 ) -> list[PlanItem]:
-    """run_recipe in `run_dir`: the run folder, or the working copy of a URL's `store`."""
+    """run_recipe in `store.local`: the run folder, or the working copy of a URL."""
+    run_dir = store.local
     if dry_run:
         return plan(recipe, Manifest.load(run_dir), start, until, only, force, save_cache=False)
     _prepare_run_dir(run_dir)
     with _exclusive(run_dir):
         removed = sweep_temps(run_dir)
         manifest = Manifest.load(run_dir)
-        items = plan(recipe, manifest, start, until, only, force)
-        if store is not None:
-            _sweep_remote(store, removed, items)
+        hashes = output_hashes(run_dir)
+        items = plan(recipe, manifest, start, until, only, force, hashes=hashes)
+        store.sweep(removed, [item.name for item in items if item.action == "skip"])
         _sync_report(manifest, store)  # a report lost or damaged by a crash is rebuilt
         try:
             with make_executor(recipe.run, progress=progress) as executor:
                 if any(item.action == "run" for item in items):
-                    executor.check_shared(run_dir if store is None else None)
+                    executor.check_shared(store.shared_dir)
                 upstream: str | None = None
                 for item in items:
                     if item.action == "run":
                         _run_stage(
-                            recipe, manifest, item, upstream, executor, progress, force, store
+                            recipe,
+                            manifest,
+                            item,
+                            upstream,
+                            executor,
+                            progress,
+                            force,
+                            store,
+                            hashes,
                         )
                     elif item.action == "skip":
                         log.info("[%s] skipped: %s", item.name, item.why)
@@ -205,26 +236,14 @@ def _run(
             # interrupted run (the stages that finished); atomic, never half a page
             if (run_dir / REPORT_NAME).exists():
                 _write_html_or_warn(run_dir)
-                if store is not None:
-                    store.upload_quietly(HTML_NAME)
+                store.upload_quietly(HTML_NAME)
     return items
 
 
-def _sweep_remote(store: Store, removed: list[str], items: list[PlanItem]) -> None:
-    """What sweep_temps removed from the working copy goes from the URL too, and so does the
-    resume folder of a stage that is up to date (a crash between its manifest PUT and the
-    deletion of `.tmp-<stage>/` leaves one)."""
-    stale = {f".tmp-{i.name}" for i in items if i.action == "skip"}
-    for name in sorted(stale):
-        shutil.rmtree(store.local / name, ignore_errors=True)
-    for name in sorted(set(removed) | stale):
-        store.remove_dir(name)
-
-
-def _sync_report(manifest: Manifest, store: Store | None) -> None:
+def _sync_report(manifest: Manifest, store: Store) -> None:
     before = stamp(manifest.run_dir / REPORT_NAME)
     sync_report(manifest)
-    if store is not None and stamp(manifest.run_dir / REPORT_NAME) != before:
+    if stamp(manifest.run_dir / REPORT_NAME) != before:
         store.upload(REPORT_NAME)
 
 
@@ -313,17 +332,14 @@ def _run_stage(
     upstream: str | None,
     executor: BaseExecutor,
     progress: bool,
-    force: bool = False,
-    store: Store | None = None,
+    force: bool,
+    store: Store,
+    hashes: HashCache,
 ) -> None:
     name, run_dir = item.name, manifest.run_dir
     stage, cfg = STAGES[name], recipe.stages[name]
     if upstream is not None and manifest.num_part_records(upstream) == 0:
-        how = (
-            f"see `pipeline report {run_dir}` and `pipeline inspect {run_dir} --stage {upstream}`"
-            if store is None
-            else f"see {join_url(store.url, REPORT_NAME)} and {join_url(store.url, upstream)}/"
-        )
+        how = store.see(REPORT_NAME, upstream)
         raise PipelineError(f"{name}: nothing to do, {upstream} left no records; {how} for why")
     tmp = run_dir / f".tmp-{name}"
     crash_point(f"{name}: before mkdir {tmp.name}")
@@ -341,23 +357,23 @@ def _run_stage(
     )
     log.info("[%s] running (%s)", name, item.why)
     t0 = time.perf_counter()
-    executor.ledger = ledger
-    if store is not None and executor.remote_nodes:
-        executor.sync = map_sync(store, tmp.name, executor)
+    executor.bind(ledger, map_sync(store, tmp.name, executor.remote_nodes))
     try:
         result = stage.run(cfg, ctx)
     except BaseException:
         executor.abort()  # workers may still be writing into tmp
-        kept = tmp if store is None else join_url(store.url, tmp.name)
-        log.info("[%s] kept %s: a re-run resumes from its finished parts", name, kept)
+        log.info(
+            "[%s] kept %s: a re-run resumes from its finished parts", name, store.where(tmp.name)
+        )
         raise
     finally:
-        executor.ledger = executor.sync = None
+        executor.bind(None)
+    known = ledger.known_hashes()  # what the tasks hashed as they wrote
     ledger.close()
     if ledger.reused:  # the log only: the manifest and report equal an uninterrupted run's
         log.info("[%s] %d tasks resumed from a crashed run", name, ledger.reused)
     seconds = time.perf_counter() - t0
-    outputs = _describe_outputs(name, tmp, result.outputs)
+    outputs = _describe_outputs(name, tmp, result.outputs, hashes, known)
     stats = result.all_stats()
     check_balance(stats)
     if "docs_in" in stats:
@@ -381,7 +397,7 @@ def _run_stage(
         },
         "seed": recipe.run.seed,
     }
-    _commit(manifest, name, tmp, entry, report_info, store)
+    _commit(manifest, name, tmp, entry, report_info, store, hashes)
     log.info("[%s] done in %.2fs: %s", name, seconds, _summary(stats))
 
 
@@ -393,15 +409,6 @@ def recorded_recipe(recipe: Recipe) -> dict:
     return {k: v for k, v in recipe.to_dict().items() if k not in skip}
 
 
-def map_sync(store: Store, stage: str, executor: BaseExecutor):
-    """Tasks that may run on other nodes sync the stage folder through the URL."""
-    from pipeline.run.remote import MapSync
-
-    if store.token not in executor.tokens:  # the nodes' copies, removed at close
-        executor.tokens.append(store.token)
-    return MapSync(store, stage, store.token)
-
-
 def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:
     """The executor a recipe's run keys ask for; Ray is imported only when asked for."""
     if run.executor.kind == "ray":
@@ -411,17 +418,13 @@ def make_executor(run: RunConfig, progress: bool = False) -> BaseExecutor:
     return Executor(run.workers, progress)
 
 
-def _open_ledger(
-    tmp: Path, fingerprint: str, force: bool, name: str, store: Store | None = None
-) -> PartLedger:
+def _open_ledger(tmp: Path, fingerprint: str, force: bool, name: str, store: Store) -> PartLedger:
     """The stage's temp folder, keeping the parts a crashed run of the same fingerprint
     finished (not under --force: that starts from nothing). On a URL, `.tmp-<stage>/` there
     is made to hold what the working copy keeps, and finished tasks upload into it."""
-    remote = None if store is None else (store.url, str(store.local))
-    ledger = PartLedger.open(tmp, fingerprint, fresh=force, remote=remote)
-    if store is not None:
-        store.prune(tmp.name)
-        store.upload(f"{tmp.name}/{RESUME_DIR}/{STAGE_FILE}")
+    ledger = PartLedger.open(tmp, fingerprint, fresh=force, remote=store.ledger_remote)
+    store.prune(tmp.name)
+    store.upload(f"{tmp.name}/{RESUME_DIR}/{STAGE_FILE}")
     if len(ledger):
         log.info("[%s] resuming: %d finished tasks recorded in %s", name, len(ledger), tmp)
     return ledger
@@ -432,15 +435,17 @@ def _commit(
     name: str,
     tmp: Path,
     entry: dict,
-    report_info: dict | None = None,
-    store: Store | None = None,
+    report_info: dict | None,
+    store: Store,
+    hashes: HashCache,
 ) -> None:
     """Make a finished stage visible. The atomic manifest write is the commit point: before it
     the manifest describes the old outputs (missing or replaced, so the stage re-runs), after it
     the new ones with their report section. Whatever instant a crash hits, the next run sees
     the old or the new state; the report is rebuilt from the manifest either way. On a URL the
     same holds for the manifest PUT (pipeline.run.storage): outputs first, then the manifest, then
-    the stale keys and the resume folder go."""
+    the stale keys and the resume folder go. The outputs' hashes (taken by _describe_outputs,
+    under their final paths: a rename keeps size, mtime and inode) are cached last."""
     run_dir = manifest.run_dir
     final, old = run_dir / name, run_dir / f".old-{name}"
     if final.exists():
@@ -452,17 +457,15 @@ def _commit(
     manifest.stages[name] = entry
     if report_info is not None:
         manifest.report = report_info
-    if store is not None:
-        store.push_dir(name)  # overwrites keys the old manifest names: it no longer matches
-        crash_point(f"{name}: outputs uploaded, before the manifest")
+    store.push_dir(name)  # overwrites keys the old manifest names: it no longer matches
     manifest.save()  # crash points inside: atomic_write_bytes
-    if store is not None:
-        store.upload(MANIFEST_NAME)  # the commit on the URL
+    store.upload(MANIFEST_NAME)  # the commit on the URL
     crash_point(f"{name}: after the manifest, before removing the old output")
     shutil.rmtree(old, ignore_errors=True)
-    if store is not None:
-        store.remove_dir(tmp.name)
+    store.remove_dir(tmp.name)
     _sync_report(manifest, store)  # crash points inside
+    with contextlib.suppress(OSError):  # a cache: unwritable costs one re-hash next run
+        hashes.save()
 
 
 def _inputs(
@@ -475,7 +478,13 @@ def _inputs(
     return {n: manifest.inputs(n) for n in names}
 
 
-def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:
+def _describe_outputs(
+    name: str,
+    tmp: Path,
+    declared: list[str],
+    hashes: HashCache,
+    known: dict[str, tuple[list[int], str]],
+) -> list[dict]:
     found = {p.relative_to(tmp).as_posix() for p in iter_files(tmp)}
     missing = sorted(set(declared) - found)
     undeclared = sorted(found - set(declared))
@@ -483,7 +492,7 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:
     assert not missing, f"stage {name} declared outputs it did not write: {missing[:3]}"
     assert not undeclared, f"stage {name} wrote undeclared files: {undeclared[:3]}"
     rels = sorted(declared)
-    digests = sha256_files([tmp / rel for rel in rels])
+    digests = _output_digests(name, tmp, rels, hashes, known)
     out = []
     for rel, digest in zip(rels, digests, strict=True):
         path = tmp / rel
@@ -496,6 +505,30 @@ def _describe_outputs(name: str, tmp: Path, declared: list[str]) -> list[dict]:
             }
         )
     return out
+
+
+def _output_digests(
+    name: str,
+    tmp: Path,
+    rels: list[str],
+    hashes: HashCache,
+    known: dict[str, tuple[list[int], str]],
+) -> list[str]:
+    """sha256 of each output: the task's own (`known`: stamp, sha256 from its resume marker)
+    where the file still has the stamp it had when the task hashed it, else read here. All are
+    cached under the paths they are committed to (a rename keeps size, mtime and inode)."""
+    got: dict[str, str] = {}
+    todo = []
+    for rel in rels:
+        rec = known.get(rel)
+        if rec is not None and stamp_of(tmp / rel) == rec[0]:
+            got[rel] = rec[1]
+            hashes.put(f"{name}/{rel}", rec[0], rec[1])
+        else:  # stage-level files, tasks that are not recorded, a copy pulled from a URL
+            todo.append(rel)
+    fresh = hashes.hash_new([tmp / rel for rel in todo], [f"{name}/{rel}" for rel in todo])
+    got.update(zip(todo, fresh, strict=True))
+    return [got[rel] for rel in rels]
 
 
 def _summary(stats: dict) -> str:

@@ -2,7 +2,7 @@
 fsspec opens), with stage code that reads and writes local files only.
 
 For a URL `out_dir` the runner works in a node-local working copy (a scratch folder, removed at
-the end) and a `Store` keeps the URL in step at fixed points. No rename is ever needed on the
+the end) and a `UrlStore` keeps the URL in step at fixed points. No rename is ever needed on the
 URL: each file is one PUT (atomic on object stores: the object appears whole or not at all),
 and the manifest PUT is the stage's commit, as the manifest rename is for a local folder:
 
@@ -14,8 +14,9 @@ and the manifest PUT is the stage's commit, as the manifest rename is for a loca
 
 A crash before the manifest PUT leaves the old manifest, whose sha256s no longer match the
 overwritten keys of `<stage>/`: the stage re-runs (resuming from `.tmp-<stage>/`). A crash after
-it leaves extra keys only, deleted by the next run. A local `out_dir` uses none of this: the
-Store is then a no-op and the run folder is the working copy itself.
+it leaves extra keys only, deleted by the next run. A local `out_dir` uses none of this: its
+store is a plain `Store`, whose every step is a no-op, and the run folder is the working copy
+itself. The runner calls the same methods at the same points for both.
 """
 
 from __future__ import annotations
@@ -76,15 +77,91 @@ def open_fs(url: str) -> tuple[Any, str]:
 
 
 class Store:
-    """Keeps `url` in step with the working copy `local` (see the module docstring).
+    """The store of a local run folder: the working copy is the run folder itself, so each step
+    that keeps a URL in step (`UrlStore`, below, overrides them all) does nothing here.
 
     Paths given to its methods are relative to the run folder, '/'-separated."""
+
+    remote = False  # whether a URL is kept in step (then `url` names it, `local` is a copy)
+
+    def __init__(self, local: Path):
+        self.local = Path(local)
+        self.url = str(self.local)
+        self.token: str | None = None  # names a run's copies on other nodes (URL runs only)
+
+    @property
+    def shared_dir(self) -> Path | None:
+        """The folder every worker must see: the run folder itself (a URL: None, the workers
+        sync through the URL)."""
+        return self.local
+
+    @property
+    def ledger_remote(self) -> tuple[str, str] | None:
+        """What finished tasks upload to (pipeline.run.resume): nothing."""
+        return None
+
+    def where(self, rel: str) -> str:
+        """`rel` as a user finds it (log lines and errors)."""
+        return str(self.local / rel)
+
+    def see(self, report: str, stage: str) -> str:
+        """How a user looks at the report and a stage's output (error messages)."""
+        where = self.local
+        return f"see `pipeline report {where}` and `pipeline inspect {where} --stage {stage}`"
+
+    def sweep(self, removed: list[str], up_to_date: list[str]) -> None:
+        """After the runner swept the working copy of what killed runs left (`removed`)."""
+
+    def upload(self, rel: str) -> None:
+        """Make the URL's `rel` equal the working copy's."""
+
+    def upload_quietly(self, rel: str) -> None:
+        """`upload` for a view (report.html): a failure only warns."""
+
+    def push_dir(self, rel: str) -> None:
+        """Make the URL's folder `rel` hold exactly the working copy's."""
+
+    def prune(self, rel: str) -> None:
+        """Delete what the URL has under `rel` and the working copy has not."""
+
+    def remove_dir(self, rel: str) -> None:
+        """Delete everything the URL has under `rel`."""
+
+
+class UrlStore(Store):
+    """Keeps `url` in step with the working copy `local` (see the module docstring)."""
+
+    remote = True
 
     def __init__(self, url: str, local: Path):
         self.url, self.local = url, Path(local)
         self.fs, self.root = open_fs(url)
         self._dirs: set[str] = set()  # folders created on the URL by this Store
         self.token = uuid.uuid4().hex[:16]  # names this run's copies on other nodes
+
+    @property
+    def shared_dir(self) -> Path | None:
+        return None
+
+    @property
+    def ledger_remote(self) -> tuple[str, str] | None:
+        return self.url, str(self.local)
+
+    def where(self, rel: str) -> str:
+        return join_url(self.url, rel)
+
+    def see(self, report: str, stage: str) -> str:
+        return f"see {join_url(self.url, report)} and {join_url(self.url, stage)}/"
+
+    def sweep(self, removed: list[str], up_to_date: list[str]) -> None:
+        """What the runner swept from the working copy goes from the URL too, and so does the
+        resume folder of a stage that is up to date (a crash between its manifest PUT and the
+        deletion of `.tmp-<stage>/` leaves one)."""
+        stale = {f".tmp-{name}" for name in up_to_date}
+        for name in sorted(stale):
+            shutil.rmtree(self.local / name, ignore_errors=True)
+        for name in sorted(set(removed) | stale):
+            self.remove_dir(name)
 
     # ------------------------------------------------------------ listing and one file
 
@@ -209,9 +286,13 @@ class Store:
 @contextlib.contextmanager
 def working_copy(url: str, write: bool = True) -> Iterator[Store]:
     """A fresh node-local copy of the run folder at `url`, pulled at start, removed at the end
-    (the URL is the truth; the runner pushes to it at each commit)."""
+    (the URL is the truth; the runner pushes to it at each commit). A local path is its own
+    working copy: its Store, nothing pulled or removed."""
+    if not is_url(url):
+        yield Store(Path(url))
+        return
     open_fs(url)  # a URL nothing opens fails here, before any scratch folder exists
-    store = Store(url, Path(tempfile.mkdtemp(prefix="pipeline-run-")))
+    store = UrlStore(url, Path(tempfile.mkdtemp(prefix="pipeline-run-")))
     try:
         store.check(write)
         got = store.pull(skip=(".lock", ".old-"))
@@ -238,7 +319,7 @@ def push_files(url: str | None, local: str, rels: list[str]) -> None:
     Runs in workers: the order is the order of visibility (outputs first, their marker last)."""
     if url is None:
         return
-    store = Store(url, Path(local))
+    store = UrlStore(url, Path(local))
     for rel in rels:
         store.upload(rel)
         PUSHED.add(rel)
