@@ -124,6 +124,8 @@ def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
     run_raw = {k: v for k, v in raw.items() if k in run_keys}
     valid = sorted(run_keys | set(STAGES))
     for key in raw:
+        if key == "pretrain":  # the proxy-training block has its own command
+            raise RecipeError(key, "a pretrain recipe: run it with `pipeline pretrain --config`")
         if key not in run_keys and key not in STAGES:
             close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
             raise RecipeError(

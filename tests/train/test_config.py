@@ -53,3 +53,10 @@ def test_set_overrides(tmp_path):
     path.write_text("pretrain:\n  max_steps: 5\n")
     cfg = load_pretrain_config(path, ["pretrain.max_steps=9", "pretrain.device=cpu"])
     assert (cfg.max_steps, cfg.device) == (9, "cpu")
+
+
+def test_a_pretrain_recipe_given_to_pipeline_data_says_which_command():
+    from pipeline.recipe import load_recipe
+
+    with pytest.raises(RecipeError, match="pretrain: a pretrain recipe: run it with `pipeline pre"):
+        load_recipe(RECIPES / "pretrain_demo.yaml")
