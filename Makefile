@@ -2,6 +2,10 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTHON ?= python3
+# Test-only readers of our trainer exports (tests/exporters), installed without their pins:
+# mosaicml-streaming pins numpy<2.2 and litdata pulls a CUDA torchvision (pyproject.toml, `readers`).
+READERS := litdata==0.2.76 mosaicml-streaming==0.13.0 lightning-utilities obstore tifffile \
+           brotli python-snappy cramjam zstd catalogue pillow
 
 .PHONY: install dev demo test test-all bench lint format docs clean
 
@@ -14,7 +18,8 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,torch,ray,hf]'
+	$(PY) -m pip install -q -e '.[dev,torch,ray,hf,remote]'
+	$(PY) -m pip install -q --no-deps $(READERS)
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

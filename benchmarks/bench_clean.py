@@ -102,8 +102,11 @@ def run_datatrove(texts: list[str], repeats: int) -> dict | str:
 
 def agreement(ours: np.ndarray, theirs: dict[str, list[bool]]) -> dict[str, dict]:
     out = {}
+    # the worker names each datatrove check by our rule's unversioned base name + _v1; compare
+    # with our current version of that rule (issue 23 made several _v2)
+    current = {r.rsplit("_v", 1)[0]: i for i, r in enumerate(RULE_NAMES)}
     for name, dt in sorted(theirs.items()):
-        mine = ours[:, RULE_NAMES.index(name)]
+        mine = ours[:, current[name.rsplit("_v", 1)[0]]]
         dt = np.asarray(dt, bool)
         out[name] = {
             "agreement": round(float((mine == dt).mean()), 4),

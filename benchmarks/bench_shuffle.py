@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.shuffle import COPY_BYTES
+from pipeline.rebalance import COPY_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "outputs" / "benchmarks" / "shuffle.json"
@@ -31,7 +31,7 @@ import json, resource, sys, time
 from pathlib import Path
 import numpy as np
 from pipeline.shards import save_npz, shard_sizes
-from pipeline.shuffle import shuffle_shards
+from pipeline.rebalance import shuffle_shards
 mode, src, dst, size, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), 7
 t0 = time.perf_counter()
 if mode == "ours":

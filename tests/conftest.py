@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from helpers import TOY_RECIPE, TOY_SMALL, run_stages
+
+# no example database, and hypothesis's own caches in the temp dir: nothing of the suite's is
+# written into the working tree (.hypothesis/)
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "pipeline-tests-hypothesis"))
+settings.register_profile("pipeline", database=None, deadline=None)
+settings.load_profile("pipeline")
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,8 @@ def test_data_without_config_names_the_recipes(tmp_path, capsys, monkeypatch):
     assert main(["data"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == (
-        "error: no --config given; try `pipeline data --config recipes/data_demo.yaml`. "
+        "error: no --config given; try `pipeline data --config recipes/data_demo.yaml`, or "
+        "`pipeline data --source jsonl --jsonl FILE` for the built-in default recipe. "
         "Recipes: recipes/data_demo.yaml (The demo.); recipes/mine.yaml"
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pipeline.docgen import field_comments, generate
+from pipeline.docgen import field_docs, generate
 from pipeline.recipe import RunConfig
 from pipeline.stages import STAGES
 
@@ -19,9 +19,9 @@ def test_recipe_reference_is_current():
 
 def test_every_config_key_has_a_meaning():
     for cls in [RunConfig, *(s.config_cls for s in STAGES.values())]:
-        comments = field_comments(cls)
-        missing = [f.name for f in dataclasses.fields(cls) if not comments.get(f.name)]
-        assert not missing, f"{cls.__name__}: fields without a comment: {missing}"
+        docs = field_docs(cls)
+        missing = [f.name for f in dataclasses.fields(cls) if not docs[f.name]]
+        assert not missing, f"{cls.__name__}: fields without a doc: {missing}"
 
 
 def test_each_stage_has_its_doc_and_readme_links_exist():

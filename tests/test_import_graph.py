@@ -119,13 +119,15 @@ def test_config_and_stage_know_nothing_of_recipes_or_the_runner():
 
 
 ALGORITHMS = ("dedup", "quality", "clean", "tokenizer", "loader", "sources", "shuffle")
-# what an algorithm package must not import: stages, the run machinery, executors and the
-# Parquet-part layer (pipeline.parts, which imports pipeline.stage). pipeline.io is allowed:
-# after the split it is a leaf of atomic-write / JSON / hash helpers (numpy and errors only).
+# what an algorithm package must not import: stages, the run machinery, executors, the run
+# folder's writers (pipeline.io) and the Parquet-part layer (pipeline.parts, which imports
+# pipeline.stage). Algorithms take and return in-memory data; sources/ reads user input
+# through pipeline.text_files and pipeline.fetch (docs/overview.md).
 FORBIDDEN = (
     "pipeline.stages",
     "pipeline.run",
     "pipeline.executor",
+    "pipeline.io",
     "pipeline.stage",
     "pipeline.parts",
 )
@@ -160,3 +162,13 @@ def test_import_pipeline_loader_loads_numpy_and_the_shard_format_only():
     for banned in ("pipeline.stage", "pipeline.executor", "pipeline.io", "pipeline.parts"):
         assert banned not in loaded
     assert not {m for m in loaded if m.startswith(("pipeline.run", "pipeline.stages"))}
+
+
+def test_hypothesis_writes_nothing_into_the_tree():
+    """tests/conftest.py: no example database; caches (.hypothesis/) in the temp dir."""
+    from hypothesis import settings
+    from hypothesis.configuration import storage_directory
+
+    assert settings.default.database is None
+    home = storage_directory("constants", intent_to_write=False).home_directory
+    assert not Path(home).resolve().is_relative_to(SRC.parent.resolve())

@@ -51,3 +51,41 @@ def test_sha256_files_equals_one_by_one_in_order(tmp_path):
     assert sha256_files(paths, threads=4) == want
     assert sha256_files(paths[::-1], threads=3) == want[::-1]
     assert sha256_files([]) == []
+
+
+def test_pid_alive_live_dead_and_another_users_process(monkeypatch):
+    """One answer everywhere (executor watchdog, shuffle's stale-temp sweep): a pid that exists
+    but belongs to another user (kill(pid, 0) -> PermissionError) is alive."""
+    import os
+    import subprocess
+    import sys
+
+    from pipeline import io
+
+    assert io.pid_alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: the pid no longer exists
+    assert not io.pid_alive(child.pid)
+
+    def denied(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(io.os, "kill", denied)
+    assert io.pid_alive(child.pid)
+
+
+def test_atomic_path_leaves_old_bytes_on_error_and_no_temp(tmp_path):
+    from pipeline import io
+
+    path = tmp_path / "sub" / "f.bin"
+    io.atomic_write_bytes(path, b"old")
+    try:
+        with io.atomic_path(path) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("killed mid-write")
+    except RuntimeError:
+        pass
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["f.bin"]
+    io.save_npy(path.with_suffix(".npy"), np.arange(3))
+    assert np.load(path.with_suffix(".npy"), allow_pickle=False).tolist() == [0, 1, 2]

@@ -6,12 +6,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oracles import best_fit_decreasing_reference, first_fit_bins
 from pipeline.packing import (
-    best_fit_decreasing_reference,
     bfd_bins,
     chunk,
     concat_docs_split,
-    first_fit_bins,
     lower_bound,
     pack_bfd,
     pack_concat,

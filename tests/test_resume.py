@@ -166,7 +166,7 @@ def test_real_clean_stage_resumes_with_same_bytes_and_stats(tmp_path, monkeypatc
     original = clean_stage.clean_part
 
     def crashing(item, **kw):
-        if item[0] == 3:
+        if item.index == 3:
             raise RuntimeError("simulated crash")
         return original(item, **kw)
 
@@ -191,7 +191,7 @@ def test_shard_writes_are_recorded_and_resume(tmp_path, monkeypatch, caplog, cap
     """A crash while writing train shards, re-run: the written shards are kept (not rewritten)
     and the stage ends with an uninterrupted run's bytes and statistics."""
     import pipeline.stages.shard as shard_stage
-    import pipeline.stages.shard.bounded_memory as bounded
+    import pipeline.stages.shard.bounded as bounded
 
     stages = {
         "download": {"source": "toy", "max_docs": 200, "docs_per_part": 50},

@@ -73,6 +73,7 @@ def test_file_url_run_equals_local_run(tmp_path, local_run, workers):
 
 def test_memory_url_run_equals_local_run(local_run):
     """memory:// lives in this process only: workers=1 (everything runs here)."""
+    pytest.importorskip("fsspec")  # the `remote` extra: pyarrow has no memory:// filesystem
     url = "memory://pipeline-test/run"
     fs, root = open_fs(url)
     try:
@@ -133,8 +134,8 @@ def test_crash_mid_stage_on_a_url_resumes_finished_parts(tmp_path, monkeypatch, 
     original, calls = clean_stage.clean_part, []
 
     def crashing(item, **kw):
-        calls.append(item[0])
-        if item[0] == 2 and (tmp_path / "crash").exists():
+        calls.append(item.index)
+        if item.index == 2 and (tmp_path / "crash").exists():
             raise RuntimeError("simulated crash")
         return original(item, **kw)
 

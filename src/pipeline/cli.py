@@ -37,8 +37,15 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
         choices=("local", "ray"),
         help="where per-part work runs (overrides executor.kind); ray: see docs/scale.md",
     )
-    p.add_argument("--source", help="shorthand for --set download.source=...")
-    p.add_argument("--jsonl", help="shorthand for --set download.path=... (with --source jsonl)")
+    p.add_argument(
+        "--source",
+        help="shorthand for --set download.source=...; without --config: the "
+        "built-in default recipe (`pipeline show --source S` prints it)",
+    )
+    p.add_argument("--jsonl", help="JSONL file/folder/glob: download.source=jsonl, download.path")
+    p.add_argument("--parquet", help="Parquet files: download.source=parquet, download.path")
+    p.add_argument("--text", help="text files: download.source=text, download.path")
+    p.add_argument("--hf", help="Hugging Face dataset: download.source=hf, download.hf_path")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,13 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser(
-        "export", help="a stage's documents or the shards as a datasets folder, JSONL or Parquet"
+        "export",
+        help="a stage's documents or the shards as a datasets folder, JSONL or Parquet, or the "
+        "shards for Megatron, Mosaic MDS, nanoGPT or litdata",
     )
     p.add_argument("run_dir", type=Path)
     p.add_argument("out", type=Path, help="new folder to write (see --force)")
     p.add_argument("--stage", help="export this stage's kept documents (all columns)")
     p.add_argument("--shards", action="store_true", help="export shard/ as train/validation")
-    p.add_argument("--to", required=True, choices=["hf", "jsonl", "parquet"], help="format")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=["hf", "jsonl", "parquet", "megatron", "mds", "nanogpt", "litdata"],
+        help="format (megatron, mds, nanogpt, litdata: a trainer's own, with --shards)",
+    )
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     _common(p)
 
@@ -121,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("bench", help="measure loader throughput on a shard folder")
-    p.add_argument("--shards", required=True, type=Path, help="shard folder (train/ or eval/)")
+    p.add_argument(
+        "--shards",
+        required=True,
+        help="shard folder (train/ or eval/), or `env`: the folder TRAIN_DATA_PATH names",
+    )
     p.add_argument(
         "--preset",
         default="none",
@@ -135,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=200, help="batches to deliver")
     p.add_argument("--seed", type=int, default=0, help="sampler seed")
     p.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch")
-    p.add_argument("--max-open-shards", type=int, default=2, help="shard maps kept open")
+    p.add_argument(
+        "--max-open-shards", type=int, help="shard maps kept open (default: all, fd-bounded)"
+    )
     p.add_argument(
         "--steps-per-sweep",
         type=int,
@@ -155,18 +175,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# --jsonl/--parquet/--text/--hf: the source each selects and the download field it sets
+PATH_FLAGS = {"jsonl": "path", "parquet": "path", "text": "path", "hf": "hf_path"}
+
+
+def _source_overrides(args: argparse.Namespace) -> list[str]:
+    """`--source S` and one path flag as --set overrides (the flag implies its source)."""
+    given = [(src, getattr(args, src)) for src in PATH_FLAGS if getattr(args, src, None)]
+    if len(given) > 1:
+        flags = " and ".join(f"--{src}" for src, _ in given)
+        raise PipelineError(f"{flags}: give one input (each selects its own download.source)")
+    out = []
+    if given:
+        src, value = given[0]
+        if args.source and args.source != src:
+            raise PipelineError(
+                f"--source {args.source} with --{src}: --{src} reads source {src}; "
+                f"drop --source or use --source {src}"
+            )
+        quoted = "'" + value.replace("'", "''") + "'"  # a YAML string, whatever the path holds
+        out += [f"download.source={src}", f"download.{PATH_FLAGS[src]}={quoted}"]
+    elif args.source:
+        out.append(f"download.source={args.source}")
+    return out
+
+
 def _load(args: argparse.Namespace):
     from pipeline.recipe import load_recipe, no_config_message
 
-    if args.config is None:
+    source = _source_overrides(args)
+    if args.config is None and not source:
         raise PipelineError(no_config_message(Path("recipes")))
-    overrides = list(args.set)
-    if args.source:
-        overrides.append(f"download.source={args.source}")
-    if args.jsonl:
-        if not args.source:
-            overrides.append("download.source=jsonl")
-        overrides.append(f"download.path={args.jsonl}")
+    overrides = list(args.set) + source  # without --config: the built-in default recipe
     if args.out_dir:
         overrides.append(f"out_dir={args.out_dir}")
     if args.workers is not None:
@@ -261,7 +301,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_shuffle(args: argparse.Namespace) -> int:
-    from pipeline.shuffle import shuffle_shards
+    from pipeline.rebalance import shuffle_shards
 
     meta = shuffle_shards(args.input_dir, args.output_dir, args.shard_size, args.seed)
     q = meta["shuffle_stats"]
@@ -282,8 +322,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         write_result,
     )
 
+    shards = str(args.shards)
+    if shards == "env":
+        from pipeline.loader.env import data_path
+
+        try:
+            shards = data_path("train")
+        except ValueError as exc:
+            raise PipelineError(f"bench --shards env: {exc}") from None
     cfg = BenchConfig(
-        shards=str(args.shards),
+        shards=shards,
         preset=args.preset,
         order=args.order,
         batch_size=args.batch_size,
@@ -324,12 +372,13 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 
 MAX_ERROR_CHARS = 500
+MAX_HINT_CHARS = 2000  # a hint is what to do: paths and URLs in it are kept whole
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     """The error as one line of bounded length, whatever a message quotes."""
     text = " ".join(text.split())
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 COMMANDS = {
@@ -361,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        for hint in getattr(exc, "hints", ()):  # every hint whole: each on its own line
+            print(f"  {_one_line(hint, MAX_HINT_CHARS)}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `pipeline report ... | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")

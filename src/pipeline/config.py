@@ -1,7 +1,9 @@
 """Typed configuration: frozen dataclasses built from plain mappings, validated key by key.
 
-`bounded` declares a numeric field's range; `build_config` converts a mapping into a config
-dataclass (types, ranges, unknown keys with the closest valid one, then the class's `validate`);
+`option` gives a field its meaning (docs/recipes.md is generated from it), `bounded` also a
+numeric range, `input_path` marks a field naming input files; `build_config` converts a mapping
+into a config dataclass (types, ranges, unknown keys with the closest valid one, then the
+class's `validate`);
 `config_hash` fingerprints a config. Knows nothing of stages or recipes: every stage module and
 recipe.py import it, so it imports nothing of the pipeline but errors.
 """
@@ -21,35 +23,52 @@ from typing import Any, ClassVar, Literal
 from pipeline.errors import RecipeError, short
 
 
+def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
+    """A config field with its meaning (`doc`: one line, with the unit), which the recipe
+    reference (pipeline.docgen) prints; `factory` for a mutable default."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
 def bounded(
     default: Any,
     *,
+    doc: str = "",
     ge: float | None = None,
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
 ) -> Any:
-    """A dataclass field whose numeric value must lie in the given range (None passes)."""
-    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "lt": lt})
+    """A config field whose numeric value must lie in the given range (None passes)."""
+    return field(default=default, metadata={"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt})
 
 
 SEED_LIMIT = 2**63 - 1  # seeds are in [0, 2^63 - 1): numpy wants >= 0, readers int64 (+1)
 
 
-def input_path(default: Any = None) -> Any:
+def input_path(default: Any = None, *, doc: str = "") -> Any:
     """A dataclass field naming input files (a file, folder or glob, or a list of them): their
     content enters the stage's fingerprint (pipeline.run.input_hashes). Fields named `*_path` /
     `*_paths` count as input paths without this marker."""
-    return field(default=default, metadata={"input": True})
+    return field(default=default, metadata={"doc": doc, "input": True})
 
 
 @dataclasses.dataclass(frozen=True)
 class ExecutorConfig:
-    kind: Literal["local", "ray"] = "local"  # local process pool, or Ray tasks (the `ray` extra)
-    # ray: null = a private local Ray of `workers` CPUs; auto = the running cluster; ray://h:port
-    address: str | None = None
-    max_retries: int = bounded(3, ge=0)  # ray: re-runs of a task whose worker died or hit OSError
-    max_in_flight: int | None = bounded(None, ge=1)  # ray: tasks submitted at once; null = 2 x CPUs
+    kind: Literal["local", "ray"] = option(
+        "local", "local process pool, or Ray tasks (the `ray` extra)"
+    )
+    address: str | None = option(
+        None,
+        "ray: null = a private local Ray of `workers` CPUs; auto = the running cluster; ray://h:port",
+    )
+    max_retries: int = bounded(
+        3, ge=0, doc="ray: re-runs of a task whose worker died or hit OSError"
+    )
+    max_in_flight: int | None = bounded(
+        None, ge=1, doc="ray: tasks submitted at once; null = 2 x CPUs"
+    )
 
     def validate(self, path: str) -> None:
         if self.kind == "local" and self.address is not None:
@@ -60,11 +79,11 @@ class ExecutorConfig:
 class RunConfig:
     RECIPE_SECTION: ClassVar[str] = ""  # run keys sit at the top level of a recipe
 
-    name: str = "run"  # run name, used in the report
-    seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # the one recipe seed; stages derive their own
-    out_dir: str = "data/run"  # run folder: manifest, report and one sub-folder per stage
-    workers: int = bounded(1, ge=1)  # local process pool size; 1 runs inline
-    executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # where per-part work runs
+    name: str = option("run", "run name, used in the report")
+    seed: int = bounded(0, ge=0, lt=SEED_LIMIT, doc="the one recipe seed; stages derive their own")
+    out_dir: str = option("data/run", "run folder: manifest, report and one sub-folder per stage")
+    workers: int = bounded(1, ge=1, doc="local process pool size; 1 runs inline")
+    executor: ExecutorConfig = option(factory=ExecutorConfig, doc="where per-part work runs")
 
 
 _FROM_CONFIG = object()

@@ -1,7 +1,8 @@
 """Generate docs/recipes.md, the recipe reference, from the config dataclasses themselves.
 
-Every key's default and meaning come from the dataclass field and its trailing `# comment`, so
-the reference cannot drift from the code (a test compares the file with this output).
+Every key's default, range and meaning come from the dataclass field itself (its `doc`, given by
+pipeline.config's option / bounded / input_path), and each config's file from its class, so the
+reference cannot drift from the code (a test compares the file with this output).
 Run: `python -m pipeline.docgen > docs/recipes.md` (or `make docs`).
 """
 
@@ -9,29 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
+from pipeline.reference_keys import REFERENCE_KEYS, SHORTHAND
 from pipeline.stages import STAGES
 from pipeline.train.config import PretrainConfig  # torch-free: the `pretrain:` block only
 
-_FIELD = re.compile(r"^\s+(\w+):\s*[^#=]+=[^#]*?(?:#\s*(.+))?$")
-_COMMENT = re.compile(r"^\s+#\s*(.+)$")
 
-
-def field_comments(cls: type) -> dict[str, str]:
-    """{field name: its trailing `# comment`, or the comment line just above it}."""
-    out, above = {}, ""
-    for line in inspect.getsource(cls).splitlines():
-        if m := _COMMENT.match(line):
-            above = m.group(1).strip()
-        elif m := _FIELD.match(line):
-            out[m.group(1)] = (m.group(2) or above).strip()
-            above = ""
-        else:
-            above = ""
-    return out
+def field_docs(cls: type) -> dict[str, str]:
+    """{field name: its meaning} (empty for a field declared without a doc)."""
+    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
 
 
 def _default(f: dataclasses.Field) -> str:
@@ -54,12 +43,12 @@ def _type(f: dataclasses.Field) -> str:
 
 
 def table(cls: type) -> list[str]:
-    comments = field_comments(cls)
+    docs = field_docs(cls)
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
-        rng = {k: v for k, v in f.metadata.items() if v is not None and k != "input"}
+        rng = {k: v for k, v in f.metadata.items() if v is not None and k not in ("doc", "input")}
         bounds = ", ".join(f"{k} {v}" for k, v in rng.items())
-        meaning = comments.get(f.name, "").replace("|", "\\|")
+        meaning = docs[f.name].replace("|", "\\|")
         if bounds:
             meaning += f" ({bounds})"
         if f.metadata.get("input"):
@@ -108,7 +97,48 @@ def generate() -> str:
         *table(PretrainConfig),
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + reference_keys_section())
+
+
+def reference_keys_section() -> list[str]:
+    """The footer: the reference pipeline's key names (design doc 002) and what each does here."""
+    rows = [
+        "## The reference pipeline's key names",
+        "",
+        "The reference pipeline (design doc 002) writes flat recipes. Its four corpus keys work",
+        "at the top level as a shorthand for the `download:` block:",
+        "",
+        "```yaml",
+        "source: jsonl                   # = download.source",
+        "source_path: data/raw/mine.jsonl  # = download.path",
+        "```",
+        "",
+        'Why a shorthand: the document\'s own snippet for "use your own JSONL" is this form,',
+        "and `source`, `source_path`, `source_name` (a builtin name) and `max_docs` mean what our",
+        "download keys mean. A value set both ways must agree (else one-line error), and `--set`",
+        "/ `--source` / `--jsonl` still win. Every other name of the document is refused with one",
+        "line naming our key, its range and its default: their meaning differs (a switch versus a",
+        "list of PII kinds, one n-gram ratio versus Gopher's per-n fractions) or the key belongs",
+        "in a stage block, and a silent alias would give one setting two names.",
+        "",
+        "| reference key | here | what the document says |",
+        "|---|---|---|",
+    ]
+    for ref in REFERENCE_KEYS:
+        here = f"`{ref.ours}`" if ref.ours else "none"
+        how = "shorthand" if ref.name in SHORTHAND else "error naming it"
+        note = f" ({ref.note})" if ref.note else ""
+        cells = [f"`{ref.name}`", f"{here}: {how}{note}", ref.doc]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return rows + [
+        "",
+        "## Without a recipe",
+        "",
+        "`pipeline data --source jsonl --jsonl F [--out-dir D]` (or `--parquet F`, `--text F`,",
+        "`--hf NAME`; each flag selects its source) runs the built-in default recipe: every stage",
+        "with the defaults above, `out_dir: data/default`. `pipeline show --jsonl F` prints it.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

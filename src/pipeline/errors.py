@@ -10,14 +10,21 @@ import reprlib
 
 
 class PipelineError(Exception):
-    """Base class: the message is one line that says what, where, got and expected."""
+    """Base class: the message is one line that says what, where, got and expected.
+
+    `hints`: what to do, one line each; the CLI prints them under the error in full (a long
+    message is shortened, its hints never are), so every option fits on one screen."""
+
+    def __init__(self, *args: object, hints: tuple[str, ...] | list[str] = ()):
+        super().__init__(*args)
+        self.hints = tuple(hints)
 
 
 class RecipeError(PipelineError):
     """A recipe key is unknown, mistyped or out of range."""
 
     def __init__(self, path: str, message: str, suggestion: str | None = None):
-        self.path, self._args = path, (path, message, suggestion)
+        self.path, self._args, self.hints = path, (path, message, suggestion), ()
         text = f"{path}: {message}" if path else message
         if suggestion:
             text += f" (did you mean '{suggestion}'?)"
@@ -30,12 +37,12 @@ class RecipeError(PipelineError):
 class DataError(PipelineError):
     """An input file or artifact is unreadable or inconsistent."""
 
-    def __init__(self, where: str, message: str):
+    def __init__(self, where: str, message: str, hints: tuple[str, ...] | list[str] = ()):
         self.where, self._args = where, (where, message)
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {message}", hints=hints)
 
-    def __reduce__(self):  # a worker's DataError reaches the driver intact
-        return type(self), self._args
+    def __reduce__(self):  # a worker's DataError reaches the driver intact, hints too
+        return type(self), self._args, {"hints": self.hints}
 
 
 _REPR = reprlib.Repr()

@@ -25,7 +25,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from pipeline.io import pid_alive
 from pipeline.progress import Progress
+from pipeline.semaphores import own_semaphores, sweep_semaphores
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -147,6 +149,8 @@ class Executor(BaseExecutor):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            sweep_semaphores()  # what a SIGKILLed run's pool left in /dev/shm
+            own_semaphores()  # this pool's, named after our pid for the next sweep
             # forkserver: no fork() of a process that already runs pyarrow/numpy threads
             self._pool = ProcessPoolExecutor(
                 self.workers,
@@ -206,16 +210,8 @@ def _set_parent_death_signal() -> None:
 
 def _watch_parent(parent_pid: int) -> None:
     ppid = os.getppid()  # the forkserver; reparented (ppid changes) once it is gone
-    while _alive(parent_pid) and os.getppid() == ppid:
+    # pid_alive is True for a pid reused by another user's process: then the forkserver is
+    # gone too (getppid changes) and the parent-death signal has already fired on Linux
+    while pid_alive(parent_pid) and os.getppid() == ppid:
         time.sleep(WATCH_S)
     os._exit(1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else (the pid was reused)
-        return False
-    return True

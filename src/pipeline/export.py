@@ -5,14 +5,16 @@ Documents keep every column the stages added (text, source, quality, cluster, ..
 adds `input_ids` per document (EOS included), pack and `--shards` give one row per sequence of
 `input_ids`/`segment_ids`. Token columns are int32, as `datasets` stores tokenizer output.
 Shards export as splits `train` and `validation` (shard/eval: HF's name for a held-out split).
-Everything is written into a temp folder beside OUT and renamed into place: OUT is never partial.
-Rejected documents are not exported (`pipeline inspect` shows them).
+Everything is written into a unique temp folder beside OUT and renamed into place under a lock
+(pipeline.publish): OUT is never partial, never the run folder, never inside or around it.
+Rejected documents are not exported (`pipeline inspect` shows them). `--shards --to megatron|mds|
+nanogpt|litdata` writes a trainer's own format instead (pipeline.exporters), through the same
+temp folder, lock and rename.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +23,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import exporters
 from pipeline.errors import DataError, PipelineError
+from pipeline.loader.schema import check_metadata
 from pipeline.manifest import Manifest
 from pipeline.parts import PARQUET_KW, group_parts, part_name, read_table
 from pipeline.progress import Progress
+from pipeline.publish import check_target, staged_output
 from pipeline.shards import METADATA_NAME, npz_member
+from pipeline.text_files import read_json_file
 
-FORMATS = ("hf", "jsonl", "parquet")
+FORMATS = ("hf", "jsonl", "parquet", *exporters.TRAINER_FORMATS)
 SHARD_SPLITS = {"train": "train", "eval": "validation"}  # shard/<folder> -> split name
 ROWS_PER_BATCH = 4096  # sequences converted to Arrow at a time (~32 MB at seq_len 2048)
 TOKEN_TYPE = pa.int32()  # what datasets uses for input_ids; torch embeddings take int32
@@ -48,8 +54,9 @@ class Exported:
             "hf": f"datasets.load_from_disk({str(self.out)!r})",
             "jsonl": f"datasets.load_dataset({str(self.out)!r})",
             "parquet": f"datasets.load_dataset({str(self.out)!r})",
-        }[self.fmt]
-        return f"{self.out}: {counts} rows ({self.fmt}); load with {how}"
+        }.get(self.fmt) or exporters.READERS[self.fmt].replace("OUT", str(self.out))
+        unit = exporters.UNITS.get(self.fmt, "rows")
+        return f"{self.out}: {counts} {unit} ({self.fmt}); load with {how}"
 
 
 # ---------------------------------------------------------------- readers: Arrow tables
@@ -105,12 +112,9 @@ def _pack_tables(parts: list[Path]) -> Iterator[pa.Table]:
 
 def _shard_tables(folder: Path) -> Iterator[pa.Table]:
     """One split of shard/: its .npz files in metadata order, as sequence tables."""
-    try:
-        meta = json.loads((folder / METADATA_NAME).read_text(encoding="utf-8"))
-        files = [s["file"] for s in meta["shards"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(str(folder / METADATA_NAME), f"unreadable shard metadata ({exc})") from None
-    for name in files:
+    meta_path = folder / METADATA_NAME
+    meta = check_metadata(read_json_file(meta_path, METADATA_NAME), meta_path)  # the loader's
+    for name in (entry["file"] for entry in meta["shards"]):  # plain names inside the folder
         path = folder / name
         yield from _sequences(npz_member(path, "input_ids"), npz_member(path, "segment_ids"))
 
@@ -192,26 +196,30 @@ def _write_arrow(tables: Iterator[pa.Table], path: Path, bar: Progress) -> int:
 
 
 def _write_hf(splits: dict[str, Iterator[pa.Table]], out: Path, bar: Progress, dict_: bool) -> dict:
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise PipelineError(
+            "--to hf needs the `datasets` package (the `hf` extra): pip install -e '.[hf]'"
+        ) from None
 
     if not bar.enabled:
         datasets.disable_progress_bars()
+    # scratch Arrow files beside `out`, inside the export's work folder (removed with it)
     scratch = out.parent / f".{out.name}.arrow-tmp"
     scratch.mkdir()
-    try:
-        rows, parts = {}, {}
-        for split, tables in splits.items():
-            rows[split] = _write_arrow(tables, scratch / f"{split}.arrow", bar)
-            if rows[split]:
-                parts[split] = datasets.Dataset.from_file(str(scratch / f"{split}.arrow"))
-        if not parts:
-            raise PipelineError("nothing to export: the stage kept no records")
-        if dict_:
-            datasets.DatasetDict(parts).save_to_disk(str(out))
-        else:
-            next(iter(parts.values())).save_to_disk(str(out))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    rows, parts = {}, {}
+    for split, tables in splits.items():
+        rows[split] = _write_arrow(tables, scratch / f"{split}.arrow", bar)
+        if rows[split]:
+            parts[split] = datasets.Dataset.from_file(str(scratch / f"{split}.arrow"))
+    if not parts:
+        raise PipelineError("nothing to export: the stage kept no records")
+    if dict_:
+        datasets.DatasetDict(parts).save_to_disk(str(out))
+    else:
+        next(iter(parts.values())).save_to_disk(str(out))
+    del parts  # datasets maps the scratch files: drop the maps before they are removed
     return rows
 
 
@@ -221,26 +229,6 @@ def _write(splits: dict[str, Iterator[pa.Table]], fmt: str, out: Path, shards: b
     writer = _write_parquet if fmt == "parquet" else _write_jsonl
     # documents: files at the top (load_dataset calls them "train"); shards: one folder a split
     return {s: writer(t, out / s if shards else out, bar) for s, t in splits.items()}
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    """Move the finished tmp folder to `out`, replacing an old one only once tmp is complete."""
-    if out.exists():
-        old = out.parent / f".{out.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(out)
-
-
-def _check_out(run_dir: Path, out: Path) -> None:
-    """OUT may lie in the run folder, but not be it or sit in a stage folder (re-runs replace)."""
-    target, root = out.resolve(), run_dir.resolve()
-    stages = [root / name for name in Manifest.load(run_dir).stages]
-    if target == root or any(s == target or s in target.parents for s in stages):
-        raise PipelineError(f"{out}: choose a folder outside {run_dir}'s stage folders")
 
 
 def export(
@@ -256,9 +244,9 @@ def export(
     run_dir, out = Path(run_dir), Path(out)
     if fmt not in FORMATS:
         raise PipelineError(f"--to: got {fmt!r}, expected one of {', '.join(FORMATS)}")
-    if out.exists() and not force:
-        raise PipelineError(f"{out} exists; choose a new folder or pass --force to replace it")
-    _check_out(run_dir, out)
+    if fmt in exporters.TRAINER_FORMATS and not shards:
+        raise PipelineError(f"--to {fmt} writes the token shards for a trainer: add --shards")
+    check_target(run_dir, out, force)
     if shards:
         if stage not in (None, "shard"):
             raise PipelineError(f"--shards exports the shard stage's output, not {stage!r}")
@@ -267,16 +255,15 @@ def export(
         raise PipelineError("give --stage STAGE (documents of that stage) or --shards")
     else:
         splits = {"train": stage_tables(run_dir, stage)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)  # leftovers of an interrupted export
     bar = Progress(None, f"export {fmt}", enabled=progress, unit="rows")
     try:
-        if fmt != "hf":
-            tmp.mkdir()
-        rows = _write(splits, fmt, tmp, shards, bar)
-        _replace(tmp, out)
+        with staged_output(run_dir, out, force) as tmp:
+            if fmt != "hf":
+                tmp.mkdir()
+            if fmt in exporters.TRAINER_FORMATS:
+                rows = exporters.write(fmt, run_dir, tmp, bar.update)
+            else:
+                rows = _write(splits, fmt, tmp, shards, bar)
     finally:
         bar.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return Exported(out, fmt, rows, shards)

@@ -64,6 +64,11 @@ def inspect_cluster(run_dir: Path, stage: str, cluster: int, chars: int, width: 
         table = pq.read_table(part)
         if "cluster" not in table.column_names:
             raise PipelineError(f"{part}: no `cluster` column (is {stage} a dedup stage?)")
+        if "text" not in table.column_names:  # tokenize keeps `cluster` but not the text
+            raise PipelineError(
+                f"{part}: no `text` column: {stage} keeps no document text; "
+                "inspect the dedup stage's clusters (--stage dedup)"
+            )
         hit = table.filter(pc.equal(table["cluster"], cluster)).to_pylist()
         rows += hit
     if not rows:

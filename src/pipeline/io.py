@@ -1,26 +1,26 @@
-"""File helpers shared by the runner, the stages and the cores: atomic writes, JSON and text
-reading, hashing, crash points for tests. No pyarrow and no stage here: the Parquet parts
-documents travel in are read and written by pipeline.parts.
+"""The run folder's file helpers, for the runner and the stages (algorithm packages never
+import this: they take and return in-memory data): the one atomic writer (`atomic_path`; bytes,
+JSON and .npy on top of it), crash points for tests, output hashing, file listing, whether a
+process is alive. No pyarrow and no stage: Parquet parts are pipeline.parts'; reading user text
+files is pipeline.text_files'.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pipeline.errors import DataError
 from pipeline.hashing import sha256_file
 
-# every Parquet writer (pipeline.parts, tokenizer.wordcounts, export): deterministic bytes
+# every Parquet writer (pipeline.parts, stages/tokenize/wordcounts, export): deterministic bytes
 PARQUET_KW = dict(compression="zstd", compression_level=3, write_statistics=False)
 
 CRASH_ENV = "PIPELINE_CRASH_AT"
@@ -41,72 +41,35 @@ def crash_point(label: str) -> None:
         os._exit(86)
 
 
-# UTF-32 first: the UTF-32-LE mark starts with the UTF-16-LE one
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-
-
-def bom_encoding(head: bytes) -> str | None:
-    """The encoding a byte-order mark at the start of `head` announces, or None."""
-    for bom, encoding in _BOMS:
-        if head.startswith(bom):
-            return encoding
-    return None
-
-
-def decode_text(data: bytes, where: str) -> str:
-    """UTF-8 text with any byte-order mark removed; UTF-16/32 with a mark are decoded too.
-    DataError naming `where` and the byte offset if the bytes are not valid text."""
-    encoding = bom_encoding(data[:4]) or "utf-8"
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            where, f"not valid {encoding.removesuffix('-sig').upper()} text (byte {exc.start})"
-        ) from None
-
-
-def read_text_file(path: Path, what: str = "file") -> str:
-    """A small text file (recipe, JSON metadata) read whole: BOM-aware, one-line errors."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise DataError(str(path), f"cannot read {what} ({exc.strerror or exc})") from None
-    return decode_text(data, str(path))
-
-
-def read_json_file(path: Path, what: str = "JSON file") -> Any:
-    """A JSON file (BOM-aware); DataError on unreadable, invalid or too deeply nested JSON."""
-    text = read_text_file(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}:{exc.lineno}", f"{what} is not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise DataError(str(path), f"{what} is nested too deeply") from None
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temp file in the same folder and a rename."""
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """The one atomic writer: yields a temp name beside `path` (unique per writer: two attempts
+    of one task, a retry or a straggler of a killed run, never share a temp file); the caller
+    writes the file there, then it is fsynced and renamed onto `path` (the last rename wins).
+    On any error the temp file is removed and `path` is untouched. Crash points before the
+    write and between the write and the rename (tests kill the process there)."""
     path = Path(path)
     crash_point(f"before writing {path.name}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = temp_path(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # durable before it becomes visible: a power loss leaves old or new
+        finally:
+            os.close(fd)
         crash_point(f"{path.name} written, before its rename")
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (atomic_path)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -114,24 +77,28 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def temp_path(path: Path) -> Path:
-    """A temp name beside `path`, unique per writer: two attempts of one task (a retry, a
-    straggler of a killed run) never write into the same temp file; the last rename wins."""
+    """A temp name beside `path`, unique per writer (pid + random): see atomic_path."""
     path = Path(path)
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
 
 
 def save_npy(path: Path, arr: np.ndarray) -> None:
-    """np.save atomically (temp + rename); the bytes depend only on dtype, shape and data."""
-    path = Path(path)
-    tmp = temp_path(path)
-    crash_point(f"before writing {path.name}")
+    """np.save atomically; the bytes depend only on dtype, shape and data."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists. kill(pid, 0) raising PermissionError means it
+    exists but belongs to another user: alive (a cleanup that asked must not delete what a live
+    process may own; a watchdog that asked also watches its parent pid, see executor.py)."""
     try:
-        with open(tmp, "wb") as f:
-            np.save(f, arr, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def sha256_files(paths: list[Path], threads: int | None = None) -> list[str]:

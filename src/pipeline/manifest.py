@@ -6,7 +6,8 @@ Only the runner writes it, atomically, once per finished stage: that rename is t
 commit. pipeline_report.json is derived from it (rebuilt whenever missing, damaged or stale). A
 stage counts as done when its fingerprint matches and every recorded output exists with its
 recorded size and sha256 (`hash_files` computes them: the runner passes its cache of output
-hashes, so an unchanged output is checked by `stat` alone).
+hashes, so an unchanged output is checked by `stat` alone); its folder then holds exactly those
+files (check_stage_folder).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, read_json_file, sha256_files
+from pipeline.io import atomic_write_json, iter_files, sha256_files
 from pipeline.stage import StageInputs
+from pipeline.text_files import read_json_file
 
 MANIFEST_NAME = "manifest.json"
 VERSION = 1
@@ -87,6 +89,15 @@ class Manifest:
         except OSError:  # removed or unreadable since the check above: not intact
             return False
 
+    def unlisted(self, name: str) -> list[str]:
+        """Files in the stage's folder that its entry does not list (run-relative, sorted)."""
+        folder = self.run_dir / name
+        listed = {o["path"] for o in self.stages.get(name, {}).get("outputs", [])}
+        if not folder.is_dir():
+            return []
+        rels = (p.relative_to(self.run_dir).as_posix() for p in iter_files(folder))
+        return [rel for rel in rels if rel not in listed]
+
     def num_part_records(self, name: str) -> int:
         """Records in the stage's main parts (rows, or array length for .npy)."""
         entry = self.stages.get(name, {})
@@ -105,6 +116,19 @@ class Manifest:
         entry = self.stages.get(name, {})
         files = sorted(o["path"][len(name) + 1 :] for o in entry.get("outputs", []))
         return StageInputs(name, self.run_dir / name, tuple(files))
+
+
+def check_stage_folder(manifest: Manifest, name: str) -> None:
+    """A finished stage folder holds exactly what its manifest entry lists: anything else (a
+    file a user or a tool put there) is named and refused, never deleted nor silently kept."""
+    extra = manifest.unlisted(name)
+    if extra:
+        raise DataError(
+            str(manifest.run_dir / name),
+            f"{len(extra)} file(s) that {MANIFEST_NAME} does not list, first {extra[0]}: a "
+            "finished stage folder holds only its outputs; move them out of the run folder, "
+            "or re-run the stage with --force (which replaces the folder)",
+        )
 
 
 def _entry_problem(entry: Any) -> str | None:

@@ -228,31 +228,3 @@ def pack_bfd(lengths: np.ndarray, seq_len: int) -> Packing:
     order = np.empty(len(bins), np.int64)
     order[starts[bins] + slot] = np.arange(len(bins))  # by bin, then placement: a counting sort
     return _finish(doc, offset, length, bins, num_bins, order, starts)
-
-
-def first_fit_bins(sizes: list[int], capacity: int) -> int:
-    """Reference first-fit in the given order, O(n * bins): for tests and benchmarks only."""
-    room: list[int] = []
-    for s in sizes:
-        for i, r in enumerate(room):
-            if r >= s:
-                room[i] -= s
-                break
-        else:
-            room.append(capacity - s)
-    return len(room)
-
-
-def best_fit_decreasing_reference(sizes: list[int], capacity: int) -> int:
-    """Reference BFD, O(n * bins), the textbook loop: for tests and benchmarks only."""
-    room: list[int] = []
-    for s in sorted(sizes, reverse=True):
-        best = -1
-        for i, r in enumerate(room):
-            if s <= r and (best < 0 or r < room[best]):
-                best = i
-        if best < 0:
-            room.append(capacity - s)
-        else:
-            room[best] -= s
-    return len(room)

@@ -7,7 +7,6 @@ Rejected documents add a `reasons` list<string> column. Nothing here decides wha
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
-from pipeline.io import PARQUET_KW, crash_point, temp_path
+from pipeline.io import PARQUET_KW, atomic_path
 from pipeline.stage import DocCounts
 
 DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source", pa.string())])
@@ -29,16 +28,8 @@ def part_name(index: int, suffix: str = ".parquet") -> str:
 
 def write_table(path: Path, table: pa.Table) -> None:
     """Write a Parquet table atomically; deterministic bytes for the same table."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    crash_point(f"before writing {path.name}")
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **PARQUET_KW)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa.Array) -> pa.Table:

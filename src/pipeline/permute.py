@@ -13,7 +13,15 @@ import numpy as np
 from pipeline.hashing import GOLDEN64
 
 FEISTEL_ROUNDS = 8
-_TAGS = {"global": 1, "feistel": 2, "shard_block": 3, "shard_window": 4, "read": 5, "buffer": 6}
+_TAGS = {
+    "global": 1,
+    "feistel": 2,
+    "shard_block": 3,
+    "shard_window": 4,
+    "read": 5,
+    "buffer": 6,
+    "repack": 7,  # loader.repack: the documents and sequences of an epoch
+}
 _M64 = (1 << 64) - 1
 
 

@@ -19,9 +19,10 @@ import yaml
 
 from pipeline.config import RunConfig, build_config
 from pipeline.errors import DataError, RecipeError, short
-from pipeline.io import bom_encoding, decode_text
+from pipeline.reference_keys import check_block_keys, check_top_level, expand_shorthand
 from pipeline.sources import source_names
 from pipeline.stages import STAGES
+from pipeline.text_files import bom_encoding, decode_text
 
 
 @dataclass(frozen=True)
@@ -120,13 +121,17 @@ def check_size(raw: Any, where: str, limit: int = MAX_VALUES) -> None:
 
 
 def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
+    raw = expand_shorthand(raw)  # top-level source / source_path / source_name / max_docs
     run_keys = {f.name for f in dataclasses.fields(RunConfig)}
     run_raw = {k: v for k, v in raw.items() if k in run_keys}
     valid = sorted(run_keys | set(STAGES))
+    classes = {"": RunConfig, **{name: s.config_cls for name, s in STAGES.items()}}
+    check_block_keys(raw, run_keys, classes)  # the reference pipeline's names in a block
     for key in raw:
         if key == "pretrain":  # the proxy-training block has its own command
             raise RecipeError(key, "a pretrain recipe: run it with `pipeline pretrain --config`")
         if key not in run_keys and key not in STAGES:
+            check_top_level(str(key), classes)  # its flat names: the error names our key
             close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
             raise RecipeError(
                 str(key),
@@ -164,10 +169,31 @@ def check_needs(enabled: list[str]) -> None:
         )
 
 
-def load_recipe(path: Path, overrides: list[str] | None = None) -> Recipe:
-    raw = apply_overrides(read_yaml(path), list(overrides or []))
+def load_recipe(path: Path | None, overrides: list[str] | None = None) -> Recipe:
+    """The recipe at `path` (None: the built-in default, DEFAULT_RECIPE) with `--set`
+    overrides applied after its top-level shorthand, so a flag wins over the file."""
+    raw = read_yaml(path) if path is not None else yaml.safe_load(DEFAULT_RECIPE)
+    raw = apply_overrides(expand_shorthand(raw), list(overrides or []))
     check_size(raw, "--set")
-    return build_recipe(raw, str(path))
+    return build_recipe(raw, str(path) if path is not None else DEFAULT_RECIPE_NAME)
+
+
+DEFAULT_RECIPE_NAME = "<built-in default recipe>"
+# What `pipeline data --source jsonl --jsonl F` runs without --config (`pipeline show --source
+# jsonl --jsonl F` prints it with every default): every stage with its recommended defaults.
+DEFAULT_RECIPE = """\
+name: default
+seed: 0
+out_dir: data/default   # --out-dir D replaces it
+workers: 1              # --workers N: local processes
+download: {}            # source and path come from --source/--jsonl/--parquet/--text/--hf
+clean: {}               # Gopher/C4/FineWeb rules, published defaults (docs/clean.md)
+dedup: {}               # exact + MinHash near duplicates at Jaccard 0.8 (docs/dedup.md)
+quality: {}             # keep documents scoring >= 0.5 (docs/quality.md)
+tokenize: {}            # byte-level BPE, vocab_size 8192 (docs/tokenizer.md)
+pack: {}                # best-fit-decreasing into 2048-token sequences (docs/packing.md)
+shard: {}               # .npz shards of 4096 sequences, 1% held out for eval (docs/shards.md)
+"""
 
 
 def no_config_message(folder: Path) -> str:
@@ -176,7 +202,8 @@ def no_config_message(folder: Path) -> str:
     if not found:
         return (
             f"no --config given and no recipes in {folder}/: pass a recipe YAML with --config "
-            "(every key is in docs/recipes.md; `download: {source: python_docs}` runs offline)"
+            "(every key is in docs/recipes.md; `download: {source: python_docs}` runs offline), "
+            "or `--source jsonl --jsonl FILE` for the built-in default recipe"
         )
     rows = []
     for path in found:
@@ -185,7 +212,10 @@ def no_config_message(folder: Path) -> str:
             f"{path} ({first.lstrip('# ').strip()})" if first.startswith("#") else str(path)
         )
     demo = next((p for p in found if p.stem == "data_demo"), found[0])
-    return f"no --config given; try `pipeline data --config {demo}`. Recipes: " + "; ".join(rows)
+    return (
+        f"no --config given; try `pipeline data --config {demo}`, or `pipeline data --source "
+        "jsonl --jsonl FILE` for the built-in default recipe. Recipes: " + "; ".join(rows)
+    )
 
 
 def dump_recipe(recipe: Recipe) -> str:

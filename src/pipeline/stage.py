@@ -20,6 +20,15 @@ from pipeline.errors import DataError
 from pipeline.executor import BaseExecutor
 
 
+@dataclass(frozen=True)
+class PartItem:
+    """The task argument of a per-part map: input part `index` (its outputs are named after
+    it) at `path`."""
+
+    index: int
+    path: str
+
+
 @dataclass
 class DocCounts:
     """Documents a stage (or one part of it) took in and let through, drops by reason, and the

@@ -1,11 +1,11 @@
-"""dedup.unionfind: components against a reference, union by size with path compression."""
+"""The union-find oracle (tests/oracles.py): components against a reference, union by size
+with path compression."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline.dedup.components import star_components
-from pipeline.dedup.unionfind import UnionFind, components
+from oracles import UnionFind, components, star_components
 
 
 def _reference_components(n: int, edges: list[tuple[int, int]]) -> list[int]:

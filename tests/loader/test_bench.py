@@ -71,6 +71,7 @@ def test_global_order_touches_more_shards(shards):
 
 
 def test_augment_preset_and_workers(shards, tmp_path):
+    pytest.importorskip("torch")  # workers=2: a torch DataLoader
     r = run_bench(
         BenchConfig(
             str(shards), preset="augment", order="sequential", batch_size=8, steps=20, workers=2
@@ -115,3 +116,27 @@ def test_cache_overrides_and_opt_beats_lru(shards):
     bad = BenchConfig(str(shards), steps=2, cache_policy="lru", cache_batches=0)
     with pytest.raises(ValueError, match="max_batches must be > 0"):
         run_bench(bad, progress=False)
+
+
+@pytest.mark.parametrize("steps_per_sweep", [0, 3])
+def test_an_empty_shard_folder_is_one_line_not_a_hang(tmp_path, capsys, steps_per_sweep):
+    """The issue's case: shard/eval of a run with shard.eval_fraction=0 (no shard, 0 samples);
+    plan_steps looped forever at 100% CPU. SIGALRM fails the test instead of hanging it."""
+    import signal
+
+    empty = write_shards(tmp_path / "shard" / "eval", [], seq_len=16)
+
+    def hung(signum, frame):
+        raise AssertionError("bench hung on an empty shard folder")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        args = ["bench", "--shards", str(empty), "--steps-per-sweep", str(steps_per_sweep)]
+        capsys.readouterr()
+        assert main([*args, "--steps", "5", "-q"]) == 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {empty}: holds no samples (num_samples 0): nothing to bench"

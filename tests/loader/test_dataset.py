@@ -16,7 +16,7 @@ from loader.conftest import ids_of, sample_rows, write_shards
 from pipeline.errors import DataError
 from pipeline.loader import ShardedTokenDataset
 from pipeline.loader.dataset import read_members
-from pipeline.shuffle import shuffle_shards
+from pipeline.rebalance import shuffle_shards
 
 
 def test_items_and_metadata(shard_dir):

@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.data import DataLoader
 
-from loader.conftest import write_shards
-from pipeline.loader import IterableTokenShards
-from pipeline.loader.stream import ShuffleBuffer, worker_stream
+pytest.importorskip("torch")  # the module under test is the torch adapter
+
+from torch.utils.data import DataLoader  # noqa: E402
+
+from loader.conftest import write_shards  # noqa: E402
+from pipeline.loader import IterableTokenShards  # noqa: E402
+from pipeline.loader.stream import ShuffleBuffer, worker_stream  # noqa: E402
 
 
 @pytest.fixture(scope="module")

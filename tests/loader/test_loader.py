@@ -8,10 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from loader.conftest import ids_of, sample_rows, write_shards
 from pipeline.loader import GlobalSampler, ShardedTokenDataset, TokenLoader
+
+torch = pytest.importorskip("torch")
 
 N, SIZES = 90, [25, 25, 25, 15]
 

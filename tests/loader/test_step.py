@@ -21,7 +21,7 @@ def ds(shard_dir):
 def test_lengths(ds):
     assert len(StepDataset(ds, 8, seed=0)) == 12  # 100 // 8
     assert len(StepDataset(ds, 8, seed=0, steps_per_sweep=40)) == 40
-    assert len(StepDataset(ds, 8, seed=0, max_steps=5)) == 5
+    assert len(StepDataset(ds, 8, seed=0, max_steps=5)) == 12  # a cap on the total, not a sweep
     assert len(StepDataset(ds, 8, seed=0, steps_per_sweep=3, max_steps=5)) == 3
     assert len(StepDataset(ds, 500, seed=0)) == 1  # B > N still gives one step
     with pytest.raises(IndexError, match="out of range"):
@@ -82,3 +82,27 @@ def test_bad_arguments(ds):
         StepDataset(ds, 0, seed=0)
     with pytest.raises(ValueError, match="must be >= 0"):
         StepDataset(ds, 4, seed=0, max_steps=-1)
+
+
+def test_max_steps_caps_the_total_over_sweeps(ds):
+    """steps_per_sweep 4, max_steps 10: sweeps of 4, 4, 2, then nothing (10 optimizer steps in
+    all); each capped order is the prefix of the uncapped sweep's permutation."""
+    capped = StepDataset(ds, 8, seed=2, steps_per_sweep=4, max_steps=10)
+    free = StepDataset(ds, 8, seed=2, steps_per_sweep=4)
+    assert [len(capped.order(e)) for e in range(5)] == [4, 4, 2, 0, 0]
+    assert capped.num_sweeps == 3 and free.num_sweeps is None
+    assert capped.order(2).tolist() == free.order(2)[:2].tolist()
+    assert len(capped.trace(10)) == 10 and len(free.trace(10)) == 40
+    assert capped.order(1, shuffle=False).tolist() == [0, 1, 2, 3]
+    short = StepDataset(ds, 8, seed=2, max_steps=5)  # cap below one sweep (12 steps)
+    assert [len(short.order(e)) for e in range(2)] == [5, 0]
+
+
+def test_eval_split_is_never_augmented(tmp_path):
+    from .conftest import write_shards
+
+    ev = ShardedTokenDataset(write_shards(tmp_path / "eval", [20]))
+    aug = get_preset("baseline_plus").augment(pad_id=0)
+    with pytest.raises(ValueError, match="eval data is never augmented"):
+        StepDataset(ev, 4, seed=0, augment=aug)
+    assert len(StepDataset(ev, 4, seed=0)) == 5  # plain steps over eval are fine

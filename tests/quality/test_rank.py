@@ -10,7 +10,6 @@ import functools
 import numpy as np
 import pytest
 
-from pipeline.permute import splitmix64
 from pipeline.quality import rank, select
 from pipeline.stages.quality import partcols, parttasks
 from pipeline.stages.quality.write import WriteSpec, part_keep
@@ -191,58 +190,3 @@ def test_quantile_arithmetic_is_numpys_for_every_small_size():
         prev, nxt, gamma = parttasks._quantile_indexes(n, q)
         got = parttasks.lerp(x[prev], x[nxt], gamma)
         assert np.array_equal(got, np.quantile(x, q)), n
-
-
-def test_self_reference_rows_equal_the_one_permutation_rule(monkeypatch):
-    """In-place shuffle + chunked sums choose the rows the global permutation + cumsum did."""
-    from pipeline.stages.quality import lm as lmstage
-
-    monkeypatch.setattr(lmstage, "REF_CHUNK", 7)
-    rng = np.random.default_rng(8)
-    for n in (0, 1, 5, 40, 300):
-        heur, scorable = rng.random(n), rng.random(n) > 0.2
-        chars = rng.integers(1, 50, n)
-        for budget in (1, 30, 400, 10**6):
-            idx = np.flatnonzero(scorable & (heur >= 0.3))
-            order = idx[np.random.default_rng(4).permutation(len(idx))]
-            take = int(np.searchsorted(np.cumsum(chars[order]), budget, side="left")) + 1
-            want = np.sort(order[:take])
-            got = lmstage.self_reference_rows(heur, scorable, chars, 0.3, budget, 4)
-            assert np.array_equal(got, want), (n, budget)
-
-
-def test_hashed_self_reference_is_the_global_hash_order_rule_for_any_split(tmp_path, monkeypatch):
-    """Above SELF_EXACT_MAX_DOCS the sample is the eligible rows in seeded-hash order until
-    the budget, drawn from per-part candidates: the same rows as that rule over global
-    arrays, whatever the part boundaries."""
-    from pipeline.stages.quality import lm as lmstage
-
-    monkeypatch.setattr(lmstage, "SAMPLE_BATCH", 2)  # the running prefix over several batches
-    rng = np.random.default_rng(12)
-    n = 400
-    heur, scorable = rng.random(n), rng.random(n) > 0.2
-    unspaced, chars = rng.random(n) < 0.1, rng.integers(1, 60, n)
-    heur_lm = np.where(unspaced, 1.0, heur)
-    for budget in (1, 100, 2000, 10**6):
-        rows = np.flatnonzero(scorable & (heur_lm >= 0.4))
-        seed_mix = splitmix64(np.array([3], np.uint64))[0]
-        prio = splitmix64(rows.astype(np.uint64) ^ seed_mix)
-        want = np.sort(lmstage._budget_prefix(prio, rows, chars[rows], budget)[1])
-        assert len(want) and int(chars[want].sum()) >= min(budget, int(chars[rows].sum()))
-        for parts in (1, 3, 11):
-            folder = tmp_path / f"b{budget}-p{parts}"
-            sizes = _split(n, rng, parts)
-            bounds = np.concatenate([[0], np.cumsum(sizes)])
-            for i in range(parts):
-                s = slice(bounds[i], bounds[i + 1])
-                partcols.save(
-                    folder,
-                    i,
-                    "scan",
-                    heuristic=heur[s],
-                    scorable=scorable[s],
-                    unspaced=unspaced[s],
-                    chars=chars[s],
-                )
-            got = lmstage.hashed_reference_rows(_Inline(), folder, bounds, 0.4, budget, 3)
-            assert np.array_equal(got, want), (budget, parts)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,13 +125,21 @@ def _separable(n: int, seed: int) -> tuple[Csr, np.ndarray, np.ndarray]:
     return vstack(mats, 128), rng.random((n, 3)).astype(np.float32), y
 
 
-def _files(tmp: Path, X: Csr, stats: np.ndarray, y: np.ndarray, splits: int) -> list[dict]:
+STORE: dict[str, bytes] = {}  # "files" by name: sgd streams whatever `load` returns
+
+
+def _files(tag: str, X: Csr, stats: np.ndarray, y: np.ndarray, splits: int) -> list[dict]:
     holdout = np.arange(len(y)) % 5 == 0
     out = []
     for i, rows in enumerate(np.array_split(np.arange(len(y)), splits)):
         part = sgd.Rows(X.take(rows), stats[rows], y[rows], holdout[rows])
-        out.append(sgd.write_rows(tmp / f"f{i}.npz", part))
+        STORE[f"{tag}{i}"] = sgd.encode_rows(part)
+        out.append({"path": f"{tag}{i}", **sgd.summarise(part)})
     return out
+
+
+def _load(name: str) -> sgd.Rows:
+    return sgd.decode_rows(STORE[name])
 
 
 def _accuracy(model, X, stats, y) -> float:
@@ -145,31 +152,33 @@ def test_streamed_training_matches_full_batch_on_a_separable_toy(tmp_path):
     streamed = sgd.SgdParams(
         1e-3, epochs=10, min_steps=1, batch_size=32, learning_rate=0.05, seed=0
     )
-    files = _files(tmp_path / "many", X, stats, y, 6)
-    model, losses = sgd.train_streamed(files, 128, 3, streamed, {})
+    files = _files("many", X, stats, y, 6)
+    model, losses = sgd.train_streamed(files, 128, 3, streamed, {}, _load)
     full = sgd.SgdParams(
         1e-3, epochs=200, min_steps=1, batch_size=10**6, learning_rate=0.05, seed=0
     )
-    one = _files(tmp_path / "one", X, stats, y, 1)
-    ref, _ = sgd.train_streamed(one, 128, 3, full, {})  # one file, one batch: full-batch Adam
+    one = _files("one", X, stats, y, 1)
+    ref, _ = sgd.train_streamed(
+        one, 128, 3, full, {}, _load
+    )  # one file, one batch: full-batch Adam
     assert losses[-1] < losses[0]
     assert _accuracy(model, Xt, st, yt) >= 0.98 and _accuracy(ref, Xt, st, yt) >= 0.98
     agree = (model.predict(Xt, st) >= 0.5) == (ref.predict(Xt, st) >= 0.5)
     assert agree.mean() >= 0.98
-    p, held_y, loss = sgd.evaluate(files, model, 1e-3)
+    p, held_y, loss = sgd.evaluate(files, model, 1e-3, _load)
     assert len(p) == 120 and ((p >= 0.5) == (held_y == 1)).mean() >= 0.98
-    assert loss < 0.2 and loss == pytest.approx(sgd.evaluate(one, ref, 1e-3)[2], abs=0.1)
+    assert loss < 0.2 and loss == pytest.approx(sgd.evaluate(one, ref, 1e-3, _load)[2], abs=0.1)
 
 
 def test_streamed_training_is_deterministic_and_reads_one_file_at_a_time(tmp_path):
     X, stats, y = _separable(400, 2)
-    files = _files(tmp_path, X, stats, y, 5)
+    files = _files("det", X, stats, y, 5)
     params = sgd.SgdParams(1e-2, epochs=3, min_steps=1, batch_size=16, learning_rate=0.05, seed=7)
     live, peak, calls = [0], [0], []
 
     def load(path: str) -> sgd.Rows:
         gc.collect()
-        rows = sgd.read_rows(path)
+        rows = _load(path)
         live[0] += 1
         peak[0] = max(peak[0], live[0])
         weakref.finalize(rows, lambda: live.__setitem__(0, live[0] - 1))
@@ -181,7 +190,9 @@ def test_streamed_training_is_deterministic_and_reads_one_file_at_a_time(tmp_pat
     assert peak[0] == 1  # the driver never held two files' rows
     # each file once to find the buckets in use, once per epoch, then once for the holdout
     assert len(calls) == 5 + 3 * 5 + 5
-    b, _ = sgd.train_streamed(files, 128, 3, params, {"k": 1})
+    b, _ = sgd.train_streamed(files, 128, 3, params, {"k": 1}, _load)
     assert model_bytes(a) == model_bytes(b)
-    c, _ = sgd.train_streamed(files, 128, 3, sgd.SgdParams(1e-2, 3, 1, 16, 0.05, 8), {"k": 1})
+    c, _ = sgd.train_streamed(
+        files, 128, 3, sgd.SgdParams(1e-2, 3, 1, 16, 0.05, 8), {"k": 1}, _load
+    )
     assert model_bytes(a) != model_bytes(c)  # the seed orders files and batches

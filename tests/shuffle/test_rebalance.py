@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import pipeline.shuffle.rebalance as shuffle_mod
+import pipeline.rebalance as shuffle_mod
 from pipeline.cli import main
 from pipeline.errors import DataError
 from pipeline.io import sha256_file
+from pipeline.rebalance import shuffle_shards
 from pipeline.shards import npz_member
-from pipeline.shuffle import ShuffleStats, apportion, shuffle_shards
+from pipeline.shuffle import ShuffleStats, apportion
 
 SEQ = 6
 
@@ -219,7 +220,7 @@ def test_shard_stage_folder_layout(tmp_path):
 CHILD = """
 import sys, time
 from pathlib import Path
-import pipeline.shuffle.rebalance as r
+import pipeline.rebalance as r
 from pipeline.cli import main
 real = r.save_npz
 def save_then_wait(path, arrays):  # first output shard written: tell the test, then wait

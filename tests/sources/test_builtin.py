@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 
 import pyarrow as pa
@@ -12,11 +13,11 @@ import pytest
 from helpers import run_stages
 from http_server import LocalServer
 from pipeline.errors import DataError, PipelineError
+from pipeline.fetch import cache_dir, fetch
 from pipeline.manifest import Manifest
 from pipeline.parts import read_table
 from pipeline.sources import builtin
 from pipeline.sources.builtin import BUILTINS, RemoteFile, probe
-from pipeline.sources.http import cache_dir, fetch
 
 STORIES = (
     "Once upon a time there was a cat.\nIt was happy.\n<|endoftext|>\n\nTom ran fast.\n"
@@ -114,8 +115,9 @@ def _closed_port() -> int:
 
 def test_server_down_names_offline_choices(tmp_path, monkeypatch):
     monkeypatch.setenv("PIPELINE_URL_TINYSTORIES", f"http://127.0.0.1:{_closed_port()}")
-    with pytest.raises(PipelineError, match=r"tinystories: cannot reach .*toy.*python_docs.*jsonl"):
+    with pytest.raises(PipelineError, match=r"tinystories: cannot reach ") as err:
         run_stages(tmp_path / "run", {"download": {"source": "tinystories"}})
+    assert re.search(r"toy.*python_docs.*--jsonl", err.value.hints[-1])  # printed whole
 
 
 def test_offline_builtin_says_where_to_put_the_file_by_hand(tmp_path, monkeypatch):
@@ -125,8 +127,9 @@ def test_offline_builtin_says_where_to_put_the_file_by_hand(tmp_path, monkeypatc
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path / "cache"))
     remote = BUILTINS["tinystories"].files[0]
     dest = tmp_path / "cache" / "tinystories" / remote.name
-    with pytest.raises(PipelineError, match=rf"copy {remote.name} .*by hand to {dest} "):
+    with pytest.raises(PipelineError, match=r"tinystories: cannot reach ") as err:
         run_stages(tmp_path / "run", {"download": {"source": "tinystories"}})
+    assert f"copy {remote.name} (the URL above) by hand to {dest} " in err.value.hints[0]
     # placed there by hand (no pin for this file: trusted once, then recorded), no network needed
     stories = ["Once upon a time a cat sat.", "A dog ran home."]
     dest.write_text("\n<|endoftext|>\n".join(stories) + "\n", encoding="utf-8")

@@ -147,5 +147,6 @@ def test_recipe_checks_hf_path(tmp_path):
 
 
 def test_hub_name_offline_says_what_to_do(tmp_path, hf_offline):
-    with pytest.raises(DataError, match=r"not available offline and the hub is unreachable"):
+    with pytest.raises(DataError, match=r"not available offline and the hub is unreachable") as e:
         hf_download(tmp_path / "run", hf_path="someone/not-cached-anywhere")
+    assert "unset HF_HUB_OFFLINE" in e.value.hints[0] and "--jsonl" in e.value.hints[2]

@@ -13,6 +13,7 @@ from pipeline.errors import DataError, RecipeError
 from pipeline.inspect import inspect_rejected
 from pipeline.manifest import Manifest
 from pipeline.report import load_report
+from pipeline.stage import PartItem
 from pipeline.stages.clean import CleanConfig, clean_part
 
 CAUGHT = ("html", "spam", "repeated", "symbols", "short", "lorem")
@@ -93,7 +94,7 @@ def test_rejected_parts_keep_input_columns_and_all_reasons(toy_clean):
 
 
 def test_inspect_prints_examples_for_a_rule(toy_clean):
-    out = inspect_rejected(toy_clean, "clean", "c4_lorem_ipsum_v1", 2, 120)
+    out = inspect_rejected(toy_clean, "clean", "c4_lorem_ipsum_v2", 2, 120)
     assert out.count("--- toy-") == 2 and "Lorem ipsum" in out
 
 
@@ -162,7 +163,7 @@ def test_unreadable_part_is_a_data_error(tmp_path):
     bad = tmp_path / "part-00000.parquet"
     bad.write_bytes(b"not parquet at all")
     with pytest.raises(DataError, match="part-00000.parquet: cannot read Parquet part"):
-        clean_part((0, str(bad)), CleanConfig(), str(tmp_path / "out"))
+        clean_part(PartItem(0, str(bad)), CleanConfig(), str(tmp_path / "out"))
 
 
 def test_waves_of_parts_sum_to_the_same_stats_and_bytes(tmp_path, monkeypatch):

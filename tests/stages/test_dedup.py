@@ -260,11 +260,11 @@ def _dup_corpus(num: int = 150) -> tuple[list[str], list[float]]:
 def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
     """The in-RAM algorithm over global per-document arrays (what dedup did before its reduce
     was partitioned): decision, cluster and the cluster stats."""
+    from oracles import choose_keepers, components, example_members, unique_pairs
     from pipeline.dedup import cluster as cl
     from pipeline.dedup import exact
     from pipeline.dedup.lsh import band_edges, band_keys
     from pipeline.dedup.minhash import exact_jaccard, minhash_texts, shingle_sets
-    from pipeline.dedup.unionfind import components
 
     n = len(texts)
     keys = exact.exact_keys(texts)
@@ -287,7 +287,7 @@ def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
             cand[band_edges(band_keys(sig, cand, range(b * rows, (b + 1) * rows), mult))]
             for b in range(bands)
         ]
-        pairs = cl.unique_pairs(lists, n)
+        pairs = unique_pairs(lists, n)
         if cfg.verify == "exact":
             sets = dict(enumerate(shingle_sets(texts, cfg.ngram, seed)))
             ok = exact_jaccard(sets, pairs) >= cfg.threshold - 1e-12
@@ -307,10 +307,10 @@ def _reference(texts: list[str], quality: list[float], offsets, cfg, seed: int):
     elif cfg.keep == "quality":
         q = np.array(quality, np.float32)
         score = np.where(np.isnan(q), -np.inf, q).astype(np.float32)
-    decision = cl.choose_keepers(labels, ex.dup, score)
+    decision = choose_keepers(labels, ex.dup, score)
     cluster = np.where(np.bincount(labels, minlength=n)[labels] > 1, labels, -1)
     hist, ids, sizes = cl.size_histogram(labels)
-    show = cl.example_members(labels, decision, ids, sizes, cfg.num_examples, 5)
+    show = example_members(labels, decision, ids, sizes, cfg.num_examples, 5)
     reason = {0: "kept", 1: "exact_dup", 2: "near_dup"}
     rows = [
         {

@@ -10,13 +10,10 @@ import pyarrow as pa
 import pytest
 
 from helpers import PAD, fake_tokenize, run_pack
+from oracles import best_fit_decreasing_reference
 from pipeline.errors import DataError, RecipeError
 from pipeline.io import sha256_file
-from pipeline.packing import (
-    best_fit_decreasing_reference,
-    bfd_bins,
-    pack_bfd,
-)
+from pipeline.packing import bfd_bins, pack_bfd
 from pipeline.parts import part_name, read_table, write_table
 from pipeline.recipe import build_config
 from pipeline.stages.pack import PackConfig

@@ -492,7 +492,9 @@ def test_builtin_reference_through_the_download_code(tmp_path, monkeypatch):
         run_stages(tmp_path / "run", stages)
     stats = _report(tmp_path / "run")
     assert stats["lm"]["reference"] == "builtin:tinystories"
-    assert stats["lm"]["reference_docs"] == 40 and stats["docs_out"] == 30
+    # the synthetic documents are random nouns in templates, topic-free by construction: the
+    # document-scale coherence features (issue 23) may doubt one of them
+    assert stats["lm"]["reference_docs"] == 40 and stats["docs_out"] >= 28
 
 
 def _untimed(stats: dict) -> dict:
@@ -550,18 +552,20 @@ def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
     assert cap["auc_heuristic"] == pytest.approx(roc_auc(s[target], good[target]), abs=2e-3)
 
 
-def test_self_reference_above_the_exact_cap_is_drawn_per_part(tmp_path, monkeypatch):
-    """A corpus above SELF_EXACT_MAX_DOCS draws its `self` reference in hash order from the
-    parts (bounded driver): the LM still trains, and 1 or 2 workers write the same bytes."""
-    from pipeline.stages.quality import lm as lmstage
+def test_self_reference_drawn_in_rounds_writes_the_same_bytes(tmp_path, monkeypatch):
+    """The `self` reference is read from the download parts in rounds of draw positions: many
+    small rounds (a tiny first share) choose the same reference, so 1 or 2 workers and either
+    round size write the same bytes."""
+    from pipeline.stages.quality import lm
 
     src, _ = _mixed(tmp_path)
     stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
-    monkeypatch.setattr(lmstage, "SELF_EXACT_MAX_DOCS", 0)
-    for w in (1, 2):
-        run_stages(tmp_path / f"w{w}", stages, workers=w)
+    run_stages(tmp_path / "w1", stages, workers=1)
+    monkeypatch.setattr(lm, "REF_OVERSAMPLE", 1e-4)  # ~10 doubling rounds
+    run_stages(tmp_path / "w2", stages, workers=2)
     stats = _report(tmp_path / "w1")
     assert stats["lm"]["status"] == "trained" and stats["lm"]["reference_docs"] >= 20
+    assert _report(tmp_path / "w2")["lm"]["reference_docs"] == stats["lm"]["reference_docs"]
     files = sorted(
         p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*.parquet")
     )

@@ -35,7 +35,7 @@ def read_csv(cfg: Any, seed: int, progress: bool) -> Iterator[Record]:
 
 @dataclass(frozen=True)
 class ShoutConfig:
-    min_chars: int = bounded(10, ge=0)  # documents shorter than this are dropped
+    min_chars: int = bounded(10, ge=0, doc="documents shorter than this are dropped")
 
 
 def shout_part(item: tuple[int, str], cfg: ShoutConfig, out_dir: str) -> DocCounts:

@@ -175,7 +175,7 @@ def test_recipe_end_to_end_through_tokenize(tmp_path):
 
 
 def test_shuffle_command_on_stage_output_keeps_metadata(tmp_path):
-    from pipeline.shuffle import shuffle_shards
+    from pipeline.rebalance import shuffle_shards
 
     run_dir = packed_run(tmp_path)
     _, out = run_shard(run_dir, {"shard_size": 9, "eval_fraction": 0.1})

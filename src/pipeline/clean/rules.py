@@ -76,17 +76,17 @@ RULES: tuple[Rule, ...] = (
     Rule("gopher_max_mean_word_length_v1", "mean_word_length", "max_mean_word_length", "max"),
     Rule("gopher_hash_ratio_v1", "hash_ratio", "max_hash_ratio", "max"),
     Rule("gopher_ellipsis_ratio_v1", "ellipsis_ratio", "max_ellipsis_ratio", "max"),
-    Rule("gopher_bullet_lines_v1", "bullet_lines_frac", "max_bullet_lines_frac", "max"),
-    Rule("gopher_ellipsis_lines_v1", "ellipsis_lines_frac", "max_ellipsis_lines_frac", "max"),
-    Rule("gopher_alpha_words_v1", "alpha_words_frac", "min_alpha_words_frac", "min"),
+    Rule("gopher_bullet_lines_v2", "bullet_lines_frac", "max_bullet_lines_frac", "max"),
+    Rule("gopher_ellipsis_lines_v2", "ellipsis_lines_frac", "max_ellipsis_lines_frac", "max"),
+    Rule("gopher_alpha_words_v2", "alpha_words_frac", "min_alpha_words_frac", "min"),
     Rule("gopher_stop_words_v1", "stop_words", "min_stop_words", "min"),
-    Rule("symbol_chars_v1", "non_alnum_chars_frac", "max_non_alnum_chars_frac", "max"),
-    Rule("digit_chars_v1", "digit_chars_frac", "max_digit_chars_frac", "max"),
+    Rule("symbol_chars_v2", "non_alnum_chars_frac", "max_non_alnum_chars_frac", "max"),
+    Rule("digit_chars_v2", "digit_chars_frac", "max_digit_chars_frac", "max"),
     Rule("url_chars_v1", "url_chars_frac", "max_url_chars_frac", "max"),
     Rule("max_word_length_v1", "max_word_length", "max_word_length", "max"),
-    Rule("gopher_dup_lines_v1", "dup_lines_frac", "max_dup_lines_frac", "max"),
+    Rule("gopher_dup_lines_v2", "dup_lines_frac", "max_dup_lines_frac", "max"),
     Rule("gopher_dup_paragraphs_v1", "dup_paragraphs_frac", "max_dup_paragraphs_frac", "max"),
-    Rule("gopher_dup_line_chars_v1", "dup_line_chars_frac", "max_dup_line_chars_frac", "max"),
+    Rule("gopher_dup_line_chars_v2", "dup_line_chars_frac", "max_dup_line_chars_frac", "max"),
     Rule(
         "gopher_dup_paragraph_chars_v1",
         "dup_paragraph_chars_frac",
@@ -95,7 +95,7 @@ RULES: tuple[Rule, ...] = (
     ),
     *(
         Rule(
-            f"gopher_top_{n}gram_v1",
+            f"gopher_top_{n}gram_v2",
             f"top_{n}gram_chars_frac",
             f"max_top_{n}gram_chars_frac",
             "max",
@@ -104,25 +104,25 @@ RULES: tuple[Rule, ...] = (
     ),
     *(
         Rule(
-            f"gopher_dup_{n}gram_v1",
+            f"gopher_dup_{n}gram_v2",
             f"dup_{n}gram_chars_frac",
             f"max_dup_{n}gram_chars_frac",
             "max",
         )
         for n in (5, 6, 7, 8, 9, 10)
     ),
-    Rule("c4_lorem_ipsum_v1", "c4_lorem_ipsum", "drop_lorem_ipsum", "max"),
-    Rule("c4_curly_bracket_v1", "c4_curly_bracket", "drop_curly_bracket", "max"),
-    Rule("c4_min_sentences_v1", "c4_sentences", "min_sentences", "min"),
-    Rule("fineweb_line_punct_v1", "line_punct_frac", "min_line_punct_frac", "min"),
-    Rule("fineweb_short_lines_v1", "short_lines_frac", "max_short_lines_frac", "max"),
+    Rule("c4_lorem_ipsum_v2", "c4_lorem_ipsum", "drop_lorem_ipsum", "max"),
+    Rule("c4_curly_bracket_v2", "c4_curly_bracket", "drop_curly_bracket", "max"),
+    Rule("c4_min_sentences_v2", "c4_sentences", "min_sentences", "min"),
+    Rule("fineweb_line_punct_v2", "line_punct_frac", "min_line_punct_frac", "min"),
+    Rule("fineweb_short_lines_v2", "short_lines_frac", "max_short_lines_frac", "max"),
     Rule(
-        "fineweb_dup_line_chars_v1",
+        "fineweb_dup_line_chars_v2",
         "fineweb_dup_line_chars_frac",
         "max_fineweb_dup_line_chars_frac",
         "max",
     ),
-    Rule("fineweb_list_ratio_v1", "newlines_per_word", "max_newlines_per_word", "max"),
+    Rule("fineweb_list_ratio_v2", "newlines_per_word", "max_newlines_per_word", "max"),
 )
 RULE_NAMES = tuple(r.name for r in RULES)
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import estimate_jaccard
 
 KEEP, EXACT_DUP, NEAR_DUP = 0, 1, 2  # decision codes, uint8
@@ -46,27 +45,6 @@ def no_shingles(sig: np.ndarray, rows: int = 1 << 16) -> np.ndarray:
     return out
 
 
-def band_key_groups(
-    sig: np.ndarray, cand: np.ndarray | None, bands: int, rows: int, mult: np.ndarray, group: int
-):
-    """Yield lists of `group` bands' keys (uint64 [n] each): the items of one executor.map."""
-    for g in range(0, bands, group):
-        yield [
-            band_keys(sig, cand, range(b * rows, (b + 1) * rows), mult)
-            for b in range(g, min(g + group, bands))
-        ]
-
-
-def unique_pairs(edge_lists: list[np.ndarray], num_nodes: int) -> np.ndarray:
-    """Union of edge arrays as sorted unique (lo, hi) pairs, int64 [E, 2]."""
-    if not edge_lists:
-        return np.zeros((0, 2), np.int64)
-    e = np.concatenate(edge_lists)
-    lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
-    code = np.unique(lo * np.int64(num_nodes) + hi)
-    return np.stack([code // num_nodes, code % num_nodes], axis=1)
-
-
 def verify(sig: np.ndarray, pairs: np.ndarray, threshold: float) -> np.ndarray:
     """bool [E]: estimated Jaccard of each (global index) pair >= threshold."""
     ok = np.zeros(len(pairs), bool)
@@ -74,29 +52,6 @@ def verify(sig: np.ndarray, pairs: np.ndarray, threshold: float) -> np.ndarray:
         p = pairs[i : i + _VERIFY_CHUNK]
         ok[i : i + len(p)] = estimate_jaccard(sig[p[:, 0]], sig[p[:, 1]]) >= threshold - 1e-12
     return ok
-
-
-def choose_keepers(labels: np.ndarray, exact: np.ndarray, score: np.ndarray | None) -> np.ndarray:
-    """Decision uint8 [N] (KEEP / EXACT_DUP / NEAR_DUP) from component labels.
-
-    In each component of size >= 2, the member with the highest `score` (None = first seen)
-    among those that are not exact duplicates is kept; ties go to the lowest index.
-    `labels` int64 [N] (smallest index of the component), `exact` bool [N].
-    """
-    n = len(labels)
-    decision = np.where(exact, EXACT_DUP, KEEP).astype(np.uint8)
-    sizes = np.bincount(labels, minlength=n)
-    in_cluster = np.flatnonzero((sizes[labels] > 1) & ~exact)
-    if in_cluster.size == 0:
-        return decision
-    lab = labels[in_cluster]
-    key = np.zeros(in_cluster.size) if score is None else -score[in_cluster].astype(np.float64)
-    order = np.lexsort((in_cluster, key, lab))  # by label, then best score, then first seen
-    first = np.ones(order.size, bool)
-    first[1:] = lab[order][1:] != lab[order][:-1]
-    losers = in_cluster[order[~first]]
-    decision[losers] = NEAR_DUP
-    return decision
 
 
 SIZE_BUCKETS = ((2, 2), (3, 3), (4, 4), (5, 8), (9, 16), (17, 64), (65, 1 << 62))
@@ -130,18 +85,6 @@ def size_histogram(labels: np.ndarray) -> tuple[dict[str, int], np.ndarray, np.n
     ids = np.flatnonzero(sizes > 1)
     sz = sizes[ids]
     return size_labels(size_counts(sz)), ids, sz
-
-
-def example_members(
-    labels: np.ndarray, decision: np.ndarray, ids: np.ndarray, sizes: np.ndarray, num: int, per: int
-) -> np.ndarray:
-    """bool [N]: members shown for the `num` largest clusters (the kept one + `per - 1` others)."""
-    show = np.zeros(len(labels), bool)
-    for c in ids[np.lexsort((ids, -sizes))][:num].tolist():
-        members = np.flatnonzero(labels == c)
-        kept = members[decision[members] == KEEP]
-        show[np.concatenate([kept, members[decision[members] != KEEP][: per - 1]])] = 1
-    return show
 
 
 def cluster_stats(

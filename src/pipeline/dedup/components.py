@@ -67,15 +67,3 @@ def small_star(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:
         [np.stack([m[others], d[others]]), np.stack([m[heads], s[heads]])], axis=1
     )
     return pairs, int(others.sum())
-
-
-def star_components(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The same rounds in memory over one range (tests, small graphs): (nodes int64 [m]
-    sorted, labels int64 [m]) for the nodes of `pairs` int64 [2, E] (no self loops)."""
-    edges, large, quiet = directed(pairs), True, 0
-    while quiet < 2:  # a large and a small step in a row that changed nothing
-        out, changed = (large_star if large else small_star)(edges[0], edges[1])
-        edges, large = directed(out), not large
-        quiet = quiet + 1 if changed == 0 else 0
-    first = starts(edges[0])
-    return edges[0][first], np.minimum(edges[0], group_min(edges[0], edges[1]))[first]

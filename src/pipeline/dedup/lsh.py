@@ -98,11 +98,6 @@ def band_edges(keys: np.ndarray) -> np.ndarray:
     return np.stack([order[head_of], order[member]], axis=1).astype(np.int64)
 
 
-def band_task(keys: np.ndarray) -> np.ndarray:
-    """Executor task: one band's keys uint64 [n] -> its star edges int64 [E, 2]."""
-    return band_edges(keys)
-
-
 # ---------------------------------------------------------------- signatures in part files
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 from pipeline.loader.dataset import ShardedTokenDataset
 from pipeline.loader.mask import make_doc_mask
+from pipeline.loader.repack import RepackingDataset
 from pipeline.loader.sampler import GlobalSampler, owner_and_local_index
+from pipeline.loader.seeds import WorkerInit, worker_seed
 
 _LAZY = {  # name -> module: these import torch, so only when asked for
     "TokenLoader": "pipeline.loader.loader",
@@ -22,6 +24,7 @@ _LAZY = {  # name -> module: these import torch, so only when asked for
     "PRESETS": "pipeline.loader.transforms",
     "get_preset": "pipeline.loader.transforms",
     "BatchPrefetcher": "pipeline.loader.prefetch",
+    "data_path": "pipeline.loader.env",
 }
 
 
@@ -38,10 +41,14 @@ __all__ = [
     "BatchPrefetcher",
     "GlobalSampler",
     "IterableTokenShards",
+    "RepackingDataset",
     "ShardedTokenDataset",
     "StepDataset",
     "TokenLoader",
+    "WorkerInit",
+    "data_path",
     "make_doc_mask",
     "get_preset",
     "owner_and_local_index",
+    "worker_seed",
 ]

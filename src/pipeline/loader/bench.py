@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.errors import DataError
 from pipeline.loader.cache import BatchCache
 from pipeline.loader.dataset import ShardedTokenDataset
 from pipeline.loader.prefetch import BatchPrefetcher
@@ -50,7 +51,7 @@ class BenchConfig:
     steps: int = 200
     seed: int = 0
     step_ms: float = 0.0  # simulated training step per batch: shows how much of it hides loading
-    max_open_shards: int = 2
+    max_open_shards: int | None = None  # None: every shard (bounded by the open-file limit)
     window_shards: int = 2
     steps_per_sweep: int = 0  # > 0: StepDataset steps (drawn with replacement) instead of --order
     cache_policy: str | None = None  # overrides the preset's
@@ -63,6 +64,8 @@ def plan_steps(ds: ShardedTokenDataset, cfg: BenchConfig) -> list[tuple[int, int
     base batches every sweep, which is what a batch cache can hit."""
     from pipeline.loader.sampler import GlobalSampler
 
+    if len(ds) == 0:  # e.g. shard/eval of a run with shard.eval_fraction=0
+        raise DataError(str(ds.path), "holds no samples (num_samples 0): nothing to bench")
     if cfg.steps_per_sweep > 0:
         steps = StepDataset(ds, cfg.batch_size, seed=cfg.seed, steps_per_sweep=cfg.steps_per_sweep)
         sweeps = -(-cfg.steps // len(steps))
@@ -82,10 +85,16 @@ def plan_steps(ds: ShardedTokenDataset, cfg: BenchConfig) -> list[tuple[int, int
     epoch = 0
     while len(plan) < cfg.steps:
         sampler.set_epoch(epoch)
+        before = len(plan)
         for t, idx in enumerate(sampler):
             plan.append((epoch, t, np.asarray(idx, np.int64)))
             if len(plan) == cfg.steps:
                 break
+        if len(plan) == before:  # an epoch without a step: every later one is the same
+            raise DataError(
+                str(ds.path),
+                f"{len(ds)} samples make no batch of {cfg.batch_size}: nothing to bench",
+            )
         epoch += 1
     return plan
 

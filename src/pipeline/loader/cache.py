@@ -16,6 +16,7 @@ import json
 import logging
 import mmap
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -25,19 +26,25 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.loader.cache_index import DictTable, HashTable, heap_push, heap_update, table_size
+
 log = logging.getLogger("pipeline.loader")
 
 POLICIES = ("none", "lru", "fifo", "lfu", "rr", "opt")
 Batch = dict[str, np.ndarray]
 
 # header slots (int64) of the index; the rest of the header page holds the batch layout as JSON
-_H_SLOT_BYTES, _H_CLOCK, _H_HITS, _H_MISSES, _H_EVICT, _H_BYPASS, _H_POS, _H_LAYOUT = range(8)
+(_H_SLOT_BYTES, _H_CLOCK, _H_HITS, _H_MISSES, _H_EVICT, _H_BYPASS, _H_POS, _H_LAYOUT, _H_COUNT,
+ _H_HEAP, _H_CAP) = range(11)  # fmt: skip
 _HEADER_INTS = 16
 _LAYOUT_BYTES = 4096 - 8 * _HEADER_INTS
-# per-slot metadata columns (int64)
-_VALID, _K1, _K2, _USED, _INSERTED, _FREQ = range(6)
-_SLOT_COLS = 6
+# per-slot metadata columns (int64); a slot once filled stays valid (evictions overwrite it)
+_K1, _K2, _USED, _INSERTED, _FREQ, _NEXT, _HPOS = range(7)
+_SLOT_COLS = 7
 _NEVER = np.iinfo(np.int64).max
+SEGMENT_PREFIX = "pipeline-cache-"  # /dev/shm/pipeline-cache-<owner pid>-<random>/
+_SEGMENT = re.compile(rf"^{SEGMENT_PREFIX}(\d+)-")
+_LOCAL_ROWS = 1024  # first size of an in-process cache's arrays (doubled as slots fill)
 
 
 def normalize_key(key: Hashable | np.ndarray) -> tuple[int, ...]:
@@ -121,16 +128,21 @@ class BatchCache:
         self._keys: dict[int, tuple[int, ...]] = {}  # slot -> key (local mode, for keys())
         self._dir: str | None = None
         if self.shared:
-            self._dir = tempfile.mkdtemp(prefix="pipeline-cache-", dir=_shm_root())
-            index_bytes = 8 * (_HEADER_INTS + _SLOT_COLS * max(self.max_batches, 1)) + _LAYOUT_BYTES
+            root = _shm_root()
+            sweep_segments(root)  # what killed owners left: RAM under /dev/shm
+            self._dir = tempfile.mkdtemp(prefix=f"{SEGMENT_PREFIX}{self._owner}-", dir=root)
             with open(os.path.join(self._dir, "index"), "wb") as f:
-                f.truncate(index_bytes)
+                f.truncate(_index_bytes(self.max_batches))  # sparse: pages appear when used
             open(os.path.join(self._dir, "data"), "wb").close()
             self._finalizer = weakref.finalize(self, _remove, self._dir, self._owner)
             self._open()
         else:
             self._header = np.zeros(_HEADER_INTS, dtype=np.int64)
-            self._slots = np.zeros((max(self.max_batches, 1), _SLOT_COLS), dtype=np.int64)
+            self._header[_H_CAP] = self.max_batches
+            rows = min(max(self.max_batches, 1), _LOCAL_ROWS)
+            self._slots = np.zeros((rows, _SLOT_COLS), dtype=np.int64)
+            self._heap_arr = np.zeros(rows, dtype=np.int64)
+            self._table = DictTable()
 
     # ------------------------------------------------------------ shared-memory plumbing
 
@@ -139,12 +151,54 @@ class BatchCache:
         self._pid = os.getpid()
         self._lock_fd = os.open(os.path.join(self._dir, "index"), os.O_RDWR)
         self._index_map = mmap.mmap(self._lock_fd, 0)
-        n = _HEADER_INTS + _SLOT_COLS * max(self.max_batches, 1)
-        ints = np.frombuffer(self._index_map, dtype=np.int64, count=n)
-        self._header = ints[:_HEADER_INTS]
-        self._slots = ints[_HEADER_INTS:].reshape(-1, _SLOT_COLS)
+        cap = max(self.max_batches, 1)
+        sizes = (_HEADER_INTS, cap * _SLOT_COLS, cap, 3 * table_size(cap))
+        ints = np.frombuffer(self._index_map, dtype=np.int64, count=sum(sizes))
+        a, b, c, _ = np.cumsum(sizes)
+        self._header = ints[:a]
+        self._slots = ints[a:b].reshape(-1, _SLOT_COLS)
+        self._heap_arr = ints[b:c]
+        self._table = HashTable(ints[c:].reshape(-1, 3))
         self._data_map: mmap.mmap | None = None
         self._layout: list[tuple[str, str, tuple[int, ...], int]] | None = None
+
+    def _heap_key(self):
+        """The eviction key of a slot for this policy (the heap's minimum is the victim)."""
+        policy = "lru" if self.policy == "opt" and self._future is None else self.policy
+        s = self._slots
+        if policy == "lru":
+            return lambda i: s[i, _USED]
+        if policy == "fifo":
+            return lambda i: s[i, _INSERTED]
+        if policy == "lfu":
+            return lambda i: (s[i, _FREQ], s[i, _USED])
+        if policy == "opt":
+            return lambda i: (-s[i, _NEXT], i)  # ties (never used again): lowest slot
+        return None  # rr draws a slot; none stores nothing
+
+    def _reorder(self, slot: int, new: bool) -> None:
+        """Slot `slot` was filled (`new`) or its key changed: update the eviction heap."""
+        key = self._heap_key()
+        if key is None:
+            return
+        hd, pos = self._header, self._slots[:, _HPOS]
+        if new:
+            heap_push(self._heap_arr, pos, key, int(hd[_H_HEAP]), slot)
+            hd[_H_HEAP] += 1
+        else:
+            heap_update(self._heap_arr, pos, key, int(hd[_H_HEAP]), slot)
+
+    def _grow_local(self, need: int) -> None:
+        """In-process arrays hold `need` slots (doubling: O(1) amortized per new slot)."""
+        rows = len(self._slots)
+        if need <= rows:
+            return
+        rows = min(max(need, 2 * rows), self.max_batches)
+        slots = np.zeros((rows, _SLOT_COLS), dtype=np.int64)
+        slots[: len(self._slots)] = self._slots
+        heap = np.zeros(rows, dtype=np.int64)
+        heap[: len(self._heap_arr)] = self._heap_arr
+        self._slots, self._heap_arr = slots, heap
 
     def _ensure_process(self) -> None:
         # a forked child inherits the fd, and flock on a shared open file excludes nothing
@@ -154,7 +208,8 @@ class BatchCache:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         if self.shared:  # the receiver maps the same files; a local cache travels as a copy
-            for k in ("_lock_fd", "_index_map", "_header", "_slots", "_data_map", "_finalizer"):
+            drop = ("_lock_fd", "_index_map", "_header", "_slots", "_heap_arr", "_table")
+            for k in (*drop, "_data_map", "_finalizer"):
                 state.pop(k, None)
         return state
 
@@ -179,9 +234,11 @@ class BatchCache:
             raw = json.dumps(layout).encode()
             if len(raw) > _LAYOUT_BYTES:
                 return None
-            slot_bytes = sum(n for *_, n in layout)
+            slot_bytes = max(sum(n for *_, n in layout), 1)
+            cap = _fitting_slots(self._dir, slot_bytes, self.max_batches)
             with open(os.path.join(self._dir, "data"), "r+b") as f:
-                f.truncate(slot_bytes * self.max_batches)
+                f.truncate(slot_bytes * cap)  # sparse: RAM is used as slots fill
+            self._header[_H_CAP] = cap
             self._index_map[-_LAYOUT_BYTES : -_LAYOUT_BYTES + len(raw)] = raw
             self._header[_H_SLOT_BYTES] = slot_bytes
             self._header[_H_LAYOUT] = len(raw)
@@ -203,32 +260,23 @@ class BatchCache:
     # ------------------------------------------------------------ policy core
 
     def _find(self, h: tuple[int, int]) -> int:
-        s = self._slots
-        hit = np.flatnonzero((s[:, _VALID] == 1) & (s[:, _K1] == h[0]) & (s[:, _K2] == h[1]))
-        return int(hit[0]) if len(hit) else -1
+        return self._table.find(h)
 
     def _victim(self, h_new: tuple[int, int], now: int) -> int:
-        """Slot to evict (all slots valid), or -1: opt keeps them (the newcomer is used last)."""
-        s = self._slots[: self.max_batches]
-        policy = "lru" if self.policy == "opt" and self._future is None else self.policy
-        if policy == "lru":
-            return int(np.argmin(s[:, _USED]))
-        if policy == "fifo":
-            return int(np.argmin(s[:, _INSERTED]))
-        if policy == "lfu":
-            return int(np.lexsort((s[:, _USED], s[:, _FREQ]))[0])
-        if policy == "rr":
+        """Slot to evict (all slots full), or -1: opt keeps them (the newcomer is used last).
+        O(log capacity) at most: the heap's top, or one seeded draw."""
+        if self.policy == "rr":
             draw = np.random.default_rng([self.seed, int(self._header[_H_EVICT])])
-            return int(draw.integers(self.max_batches))
+            return int(draw.integers(int(self._header[_H_COUNT])))
+        top = int(self._heap_arr[0])
+        if self.policy != "opt" or self._future is None:
+            return top
         # Belady with bypass: if the newcomer is used no sooner than every resident, keep them all
         new = self._future.next_use(h_new, now)
-        if new == _NEVER:
-            return -1  # the common case under a global shuffle: skip scanning the residents
-        nxt = np.array(
-            [self._future.next_use((int(a), int(b)), now) for a, b in s[:, _K1 : _K2 + 1]]
-        )
-        far = int(np.argmax(nxt))
-        return -1 if new >= nxt[far] else far
+        return -1 if new >= self._slots[top, _NEXT] else top
+
+    def _next_use(self, h: tuple[int, int], now: int) -> int:
+        return self._future.next_use(h, now) if self._future is not None else _NEVER
 
     def get(self, key: Hashable | np.ndarray) -> Batch | None:
         """One access: a copy of the cached batch, or None (a miss)."""
@@ -243,8 +291,11 @@ class BatchCache:
                 hd[_H_MISSES] += 1
                 return None
             hd[_H_HITS] += 1
-            self._slots[slot, _USED] = hd[_H_CLOCK]
-            self._slots[slot, _FREQ] += 1
+            row = self._slots[slot]
+            row[_USED] = hd[_H_CLOCK]
+            row[_FREQ] += 1
+            row[_NEXT] = self._next_use(h, int(hd[_H_POS]))
+            self._reorder(slot, new=False)
             if self.shared:
                 self._shared_layout(None)
                 return _copy(self._slot_views(slot))
@@ -261,18 +312,36 @@ class BatchCache:
                 return  # another shape than the slots: not cacheable here
             if self._find(h) >= 0:
                 return  # a worker stored it meanwhile
-            hd, s = self._header, self._slots
-            free = np.flatnonzero(s[: self.max_batches, _VALID] == 0)
-            if len(free):
-                slot = int(free[0])
+            hd = self._header
+            count, new = int(hd[_H_COUNT]), True
+            if count < int(hd[_H_CAP]):
+                slot = count
+                if not self.shared:
+                    self._grow_local(count + 1)
+                hd[_H_COUNT] += 1
             else:
                 slot = self._victim(h, int(hd[_H_POS]))
                 if slot < 0:
                     hd[_H_BYPASS] += 1
                     return
                 hd[_H_EVICT] += 1
+                old = self._slots[slot]
+                self._table.remove((int(old[_K1]), int(old[_K2])))
+                new = False
             hd[_H_CLOCK] += 1
-            s[slot] = (1, h[0], h[1], hd[_H_CLOCK], hd[_H_CLOCK], 1)
+            clock = int(hd[_H_CLOCK])
+            pos = self._slots[slot, _HPOS]
+            self._slots[slot] = (
+                h[0],
+                h[1],
+                clock,
+                clock,
+                1,
+                self._next_use(h, int(hd[_H_POS])),
+                pos,
+            )
+            self._table.add(h, slot)
+            self._reorder(slot, new=new)
             if self.shared:
                 for name, view in self._slot_views(slot).items():
                     view[...] = batch[name]
@@ -290,14 +359,13 @@ class BatchCache:
 
     def __len__(self) -> int:
         self._ensure_process()
-        return int((self._slots[: self.max_batches, _VALID] == 1).sum())
+        return int(self._header[_H_COUNT])  # a filled slot stays filled
 
     def keys(self) -> set[tuple[int, ...]]:
         """Cached keys as normalized tuples (local caches only: shared slots keep digests)."""
         if self.shared:
             raise ValueError("keys() is not available for a shared cache; use `key in cache`")
-        valid = np.flatnonzero(self._slots[: self.max_batches, _VALID] == 1)
-        return {self._keys[int(i)] for i in valid}
+        return set(self._keys.values())
 
     def stats(self) -> dict[str, Any]:
         """hits, misses, evictions, bypasses, accesses, hit_rate (over all processes if shared)."""
@@ -338,6 +406,69 @@ def _remove(folder: str, owner: int) -> None:
     # a forked worker inherits the finalizer: only the creating process may delete the files
     if os.getpid() == owner:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _index_bytes(max_batches: int) -> int:
+    cap = max(max_batches, 1)
+    return 8 * (_HEADER_INTS + cap * (_SLOT_COLS + 1) + 3 * table_size(cap)) + _LAYOUT_BYTES
+
+
+def _fitting_slots(folder: str, slot_bytes: int, max_batches: int) -> int:
+    """Slots the shared data file may have: max_batches, or fewer when the filesystem (tmpfs:
+    RAM) has no room for them all, so a full /dev/shm never kills a worker with SIGBUS."""
+    try:
+        st = os.statvfs(folder)
+        room = st.f_bavail * st.f_frsize
+    except OSError:
+        return max_batches
+    fit = max(int(room * 0.9) // slot_bytes, 1)
+    if fit < max_batches:
+        log.warning(
+            "shared cache: %d batches of %.1f MB do not fit in %s (%.0f MB free): keeping %d",
+            max_batches, slot_bytes / 1e6, folder, room / 1e6, fit,
+        )  # fmt: skip
+    return min(fit, max_batches)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _own_dir(p: Path) -> bool:
+    """A real folder of this user (another user's segments are theirs to sweep)."""
+    try:
+        return p.is_dir() and not p.is_symlink() and p.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def sweep_segments(root: str | None = None) -> list[str]:
+    """Remove the shared caches (`pipeline-cache-<pid>-*` under /dev/shm, or the temp dir)
+    whose owning process is dead: a SIGKILLed owner never ran its finalizer. A live owner's,
+    and any other name, is left alone. Returns the names removed."""
+    folder = Path(root or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = _SEGMENT.match(p.name)
+        if m and _own_dir(p) and not _alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+            if p.exists():
+                log.warning("shared cache %s of dead process %s: cannot remove it", p, m.group(1))
+            else:
+                removed.append(p.name)
+    if removed:
+        log.info("removed shared caches of dead processes: %s", ", ".join(removed))
+    return removed
 
 
 def _shm_root() -> str | None:

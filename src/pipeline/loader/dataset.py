@@ -3,19 +3,19 @@
 Uncompressed members are memory-mapped in place at their offset inside the zip (nothing is
 read whole, so a dataset larger than RAM works); compressed shards, as older pipelines wrote
 them, are decompressed whole into the same cache. At most `max_open_shards` shards are open
-(LRU). Reads the format of pipeline.shards from the files and metadata.json alone, so shards
-written by older pipelines (compressed, other writers) load too.
+(LRU; default: every shard, up to a quarter of the open-file limit, since each map holds one
+file descriptor). A URL (s3://, gs://, any fsspec URL) reads through a bounded local cache
+(pipeline.loader.remote). Reads the format of pipeline.shards from the files and
+metadata.json alone, so shards written by older pipelines (compressed, other writers) load too.
 """
 
 from __future__ import annotations
 
 import json
 import mmap
-import struct
+import resource
 import threading
-import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,56 +23,24 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.hashing import sha256_file
-from pipeline.shards import read_npy_header
+from pipeline.loader.remote import CACHE_BYTES, ShardCache, is_url
+from pipeline.loader.schema import REQUIRED_FIELDS, check_metadata
+from pipeline.shards import Member, open_member, read_members
 
 METADATA_NAME = "metadata.json"
-REQUIRED_FIELDS = ("input_ids", "segment_ids")
-_LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
+FD_SHARE = 4  # open shard maps may use 1/FD_SHARE of RLIMIT_NOFILE (each map keeps one fd)
 
 
-@dataclass(frozen=True)
-class Member:
-    """One `<field>.npy` inside a shard: where its data starts and what it holds."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fortran: bool
-    offset: int  # byte offset of the array data in the .npz file (stored members only)
-    stored: bool  # False: deflated, so it is decompressed rather than mapped
+def default_max_open_shards(num_shards: int) -> int:
+    """Every shard open (a global shuffle then opens each shard once per process: 64 shards at
+    2 open maps reopened one per row, ~8x slower, docs/loader.md), bounded by the soft
+    open-file limit / FD_SHARE so the maps never exhaust the process's descriptors."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    budget = soft // FD_SHARE if soft != resource.RLIM_INFINITY else num_shards
+    return max(1, min(int(num_shards), int(budget)))
 
 
 # ---------------------------------------------------------------- format
-
-
-def read_members(path: Path) -> dict[str, Member]:
-    """{field: Member} of an .npz, from the zip directory and the .npy headers only."""
-    out = {}
-    try:
-        with zipfile.ZipFile(path) as zf, open(path, "rb") as raw:
-            for info in zf.infolist():
-                if not info.filename.endswith(".npy"):
-                    continue
-                field = info.filename[:-4]
-                stored = info.compress_type == zipfile.ZIP_STORED
-                if stored:
-                    raw.seek(info.header_offset)
-                    local = raw.read(_LOCAL_HEADER)
-                    if local[:4] != b"PK\x03\x04":
-                        raise ValueError(f"bad zip local header for {info.filename}")
-                    name_len, extra_len = struct.unpack("<HH", local[26:30])
-                    raw.seek(info.header_offset + _LOCAL_HEADER + name_len + extra_len)
-                    shape, fortran, dtype = read_npy_header(raw)
-                    offset = raw.tell()
-                else:
-                    with zf.open(info) as f:
-                        shape, fortran, dtype = read_npy_header(f)
-                    offset = -1
-                if dtype.hasobject:
-                    raise ValueError(f"{info.filename} holds Python objects; refusing to load")
-                out[field] = Member(tuple(shape), dtype, fortran, offset, stored)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise DataError(str(path), f"not a readable .npz shard ({exc})") from None
-    return out
 
 
 def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
@@ -90,14 +58,9 @@ def _open_stored(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray
     return arrays
 
 
-def _open_compressed(path: Path, fields: list[str]) -> dict[str, np.ndarray]:
+def _open_compressed(path: Path, members: dict[str, Member]) -> dict[str, np.ndarray]:
     """Whole fields decompressed into memory (a deflated member cannot be mapped)."""
-    with zipfile.ZipFile(path) as zf:
-        out = {}
-        for field in fields:
-            with zf.open(f"{field}.npy") as f:
-                out[field] = np.lib.format.read_array(f, allow_pickle=False)
-        return out
+    return {field: open_member(path, field, m) for field, m in members.items()}
 
 
 # ---------------------------------------------------------------- dataset
@@ -112,17 +75,24 @@ class ShardedTokenDataset:
     lazily in each process. Thread-safe.
     """
 
-    def __init__(self, path: str | Path, max_open_shards: int = 2, verify: bool = False):
-        if max_open_shards < 1:
+    def __new__(cls, path: str | Path | None = None, *args: Any, **kwargs: Any):
+        if cls is ShardedTokenDataset and path is not None and is_url(path):
+            return super().__new__(RemoteTokenDataset)  # a URL: through a local cache
+        return super().__new__(cls)
+
+    def __init__(self, path: str | Path, max_open_shards: int | None = None, verify: bool = False):
+        if max_open_shards is not None and max_open_shards < 1:
             raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
         self.path = Path(path)
-        self.max_open_shards = int(max_open_shards)
         self.metadata = _read_metadata(self.path)
         self.seq_len = int(self.metadata["seq_len"])
         self.fields = list(self.metadata.get("fields") or REQUIRED_FIELDS)
         entries = _shard_entries(self.path, self.metadata)
         self.shard_files = [self.path / e["file"] for e in entries]
         self.shard_sizes = [int(e["num_samples"]) for e in entries]
+        self.max_open_shards = (
+            default_max_open_shards(len(entries)) if max_open_shards is None else max_open_shards
+        )
         self._members = [
             self._check_shard(p, n) for p, n in zip(self.shard_files, self.shard_sizes, strict=True)
         ]
@@ -212,7 +182,7 @@ class ShardedTokenDataset:
         if all(m.stored for m in members.values()):
             arrays = _open_stored(self.shard_files[s], members)
         else:
-            arrays = _open_compressed(self.shard_files[s], list(members))
+            arrays = _open_compressed(self.shard_files[s], members)
         with self._lock:
             self.num_opens += 1
             self._open[s] = arrays
@@ -313,26 +283,12 @@ def _read_metadata(path: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise DataError(str(meta_path), f"not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise DataError(str(meta_path), "expected a JSON object")
-    for key in ("seq_len", "shards"):
-        if key not in meta:
-            raise DataError(str(meta_path), f"key '{key}' is missing")
-    fields = meta.get("fields") or list(REQUIRED_FIELDS)
-    missing = [f for f in REQUIRED_FIELDS if f not in fields]
-    if missing:
-        raise DataError(str(meta_path), f"fields {fields} lack {missing}: not token shards")
-    return meta
+    return check_metadata(meta, meta_path)
 
 
 def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """metadata.json's shard list, checked against the folder and its own totals."""
-    meta_path = path / METADATA_NAME
-    entries = meta["shards"]
-    if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and "file" in e and "num_samples" in e for e in entries
-    ):
-        raise DataError(str(meta_path), "'shards' must be a list of {file, num_samples, sha256}")
+    entries = meta["shards"]  # checked by check_metadata: names, counts, totals
     listed = [e["file"] for e in entries]
     missing = [f for f in listed if not (path / f).is_file()]
     if missing:
@@ -346,11 +302,66 @@ def _shard_entries(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
             f"{len(extra)} .npz file(s) not in metadata.json, first {extra[0]}: "
             "the folder does not match its metadata",
         )
-    total = sum(int(e["num_samples"]) for e in entries)
-    for key, want in (("num_samples", total), ("num_shards", len(entries))):
-        if key in meta and int(meta[key]) != want:
-            raise DataError(str(meta_path), f"{key} is {meta[key]}, the shard list gives {want}")
-    sizes = meta.get("shard_sizes")
-    if sizes is not None and [int(s) for s in sizes] != [int(e["num_samples"]) for e in entries]:
-        raise DataError(str(meta_path), "shard_sizes disagrees with the shard list")
     return entries
+
+
+class RemoteTokenDataset(ShardedTokenDataset):
+    """ShardedTokenDataset over a URL (pipeline.loader.remote): each shard is fetched and
+    sha256-verified into `cache_dir` on first use; the cache holds at most `cache_bytes` of
+    shards (more only while the open ones need it). `verify=True` fetches every shard now."""
+
+    def __init__(
+        self,
+        path: str,
+        max_open_shards: int | None = None,
+        verify: bool = False,
+        *,
+        cache_dir: str | Path | None = None,
+        cache_bytes: int = CACHE_BYTES,
+    ):
+        if max_open_shards is not None and max_open_shards < 1:
+            raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
+        self.url = str(path)
+        self.cache = ShardCache(self.url, cache_dir, cache_bytes)
+        self.cache.metadata()
+        self.path = self.cache.folder
+        self.metadata = meta = _read_metadata(self.path)
+        if "split" not in meta and self.url.split("?")[0].rstrip("/").endswith("/eval"):
+            meta["split"] = "eval"  # the URL names an eval folder: GlobalSampler reads in order
+        self.seq_len = int(meta["seq_len"])
+        self.fields = list(meta.get("fields") or REQUIRED_FIELDS)
+        self._entries = list(meta["shards"])
+        self.shard_files = [self.path / e["file"] for e in self._entries]
+        self.shard_sizes = [int(e["num_samples"]) for e in self._entries]
+        self.max_open_shards = max_open_shards or default_max_open_shards(len(self._entries))
+        self._members: list[dict[str, Member] | None] = [None] * len(self._entries)
+        self._bounds = np.cumsum([0, *self.shard_sizes]).astype(np.int64)
+        declared = meta.get("field_dtypes") or {}
+        self.dtypes = {f: np.dtype(declared.get(f, "int32")) for f in self.fields}
+        self._init_cache()
+        if self._entries:
+            self.dtypes = {f: m.dtype for f, m in self._fetch(0).items()}
+        for s in range(len(self._entries)) if verify else ():
+            self._fetch(s)
+
+    def _fetch(self, s: int) -> dict[str, Member]:
+        """Shard s in the cache (fetched and verified if needed) and its checked members."""
+        busy = {self.shard_files[i].name for i in list(self._open)}
+        entry = self._entries[s]
+        path, fetched = self.cache.ensure(entry["file"], entry.get("sha256"), busy)
+        if fetched or self._members[s] is None:
+            self._members[s] = self._check_shard(path, self.shard_sizes[s])
+        return self._members[s]
+
+    def shard(self, s: int) -> dict[str, np.ndarray]:
+        if s not in self._open:  # a miss: fetched and checked before the base class maps it
+            self._fetch(s)
+        return super().shard(s)
+
+    def verify(self, entries: list[dict[str, Any]] | None = None) -> None:
+        """Every shard fetched now (each is verified when fetched)."""
+        for s in range(len(self._entries)):
+            self._fetch(s)
+
+    def __repr__(self) -> str:
+        return f"RemoteTokenDataset({self.url!r}, samples={len(self)}, cache={self.cache.folder})"

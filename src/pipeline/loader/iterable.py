@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pipeline.loader.dataset import ShardedTokenDataset
+from pipeline.loader.schema import StateError, check_iterable_state
 from pipeline.loader.stream import ShuffleBuffer, worker_stream
 
 log = logging.getLogger("pipeline.loader")
@@ -38,7 +39,7 @@ class IterableTokenShards(IterableDataset):
         world_size: int = 1,
         rank: int = 0,
         shuffle_buffer: int = 1000,
-        max_open_shards: int = 2,
+        max_open_shards: int | None = None,
     ):
         super().__init__()
         if not 0 <= rank < world_size:
@@ -73,9 +74,10 @@ class IterableTokenShards(IterableDataset):
         )
         if self._states is not None:
             if len(self._states) != num_workers:
-                raise ValueError(
-                    f"iterable state is for {len(self._states)} DataLoader worker(s), this "
-                    f"loader has {num_workers}: resume with the same num_workers"
+                raise StateError(
+                    "iterable state",
+                    f"is for {len(self._states)} DataLoader worker(s), this loader has "
+                    f"{num_workers}: resume with the same num_workers",
                 )
             s.load_state_dict(self._states[worker])
         return s
@@ -148,13 +150,9 @@ class IterableTokenShards(IterableDataset):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        mine = self.state_dict()
-        for key in ("num_samples", "world_size", "rank", "shuffle_buffer"):
-            if state.get(key) != mine[key]:
-                raise ValueError(
-                    f"iterable state has {key}={state.get(key)}, this dataset {mine[key]}: the "
-                    "iterable mode resumes with the same data, world size, rank and buffer"
-                )
+        """Continue after the state's last delivered sample; every field is checked here
+        (StateError), not when a stream first reads it."""
+        check_iterable_state(state, self.state_dict())
         self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
         self._states = None if state["workers"] is None else [dict(s) for s in state["workers"]]
         self._tracked, self._next_worker = None, int(state.get("next_worker", 0))

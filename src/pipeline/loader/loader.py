@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.loader.dataset import ShardedTokenDataset
+from pipeline.loader.env import data_path
 from pipeline.loader.sampler import GlobalSampler
+from pipeline.loader.seeds import WorkerInit
 
 
 class _BatchDataset:
@@ -47,6 +49,9 @@ class TokenLoader:
     """Iterate to get this rank's batches: {field: tensor [B, seq_len]} (int64), or numpy
     arrays in the file's dtype with as_torch=False. The last step of an epoch may be shorter
     (see GlobalSampler). `state_dict()` / `load_state_dict()` checkpoint the delivered position.
+    Each worker is seeded with worker_seed(seed, worker_id, epoch) (numpy, random, torch);
+    `seed` defaults to the sampler's. `TokenLoader.from_env()` reads TRAIN_DATA_PATH /
+    EVAL_DATA_PATH.
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class TokenLoader:
         pin_memory: bool = False,
         prefetch: int = 2,
         as_torch: bool = True,
+        seed: int | None = None,
     ):
         from torch.utils.data import DataLoader
 
@@ -70,6 +76,7 @@ class TokenLoader:
             )
         self.dataset, self.sampler = dataset, sampler
         self.num_workers, self.as_torch = num_workers, as_torch
+        self.worker_init = WorkerInit(sampler.seed if seed is None else int(seed), sampler.epoch)
         self._loader = DataLoader(
             _BatchDataset(dataset),
             batch_sampler=sampler,
@@ -77,6 +84,7 @@ class TokenLoader:
             collate_fn=partial(_collate, as_torch=as_torch),
             pin_memory=pin_memory,
             prefetch_factor=prefetch if num_workers > 0 else None,
+            worker_init_fn=self.worker_init,
         )
         self._delivered: dict[str, Any] | None = None  # sampler state after the last batch out
 
@@ -93,7 +101,32 @@ class TokenLoader:
         if d is not None and (d["epoch"], d["seed"], d["order"]) == (s.epoch, s.seed, s.order):
             s.cursor, s.padded = d["cursor"], d["padded"]
 
+    @classmethod
+    def from_env(
+        cls,
+        batch_size: int,
+        *,
+        split: str = "train",
+        seed: int = 0,
+        world_size: int = 1,
+        rank: int = 0,
+        order: str = "auto",
+        drop_last: bool = False,
+        dataset_kwargs: dict[str, Any] | None = None,
+        **loader_kwargs: Any,
+    ) -> TokenLoader:
+        """The loader of the shards a platform names in TRAIN_DATA_PATH (split "train") or
+        EVAL_DATA_PATH ("eval"): a ValueError names a variable that is unset or empty. The eval
+        split reads in order (GlobalSampler's `auto`); loader_kwargs go to TokenLoader."""
+        ds = ShardedTokenDataset(data_path(split), **(dataset_kwargs or {}))
+        sampler = GlobalSampler(
+            ds, batch_size, seed=seed, world_size=world_size, rank=rank, order=order,
+            drop_last=drop_last,
+        )  # fmt: skip
+        return cls(ds, sampler, **loader_kwargs)
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.worker_init.epoch = self.sampler.epoch  # the workers this pass starts see it
         self._rewind()
         self.sampler.begin_pass()
         state = self.sampler.state_dict()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.loader.order import ORDERS, epoch_order, sizes_fingerprint
+from pipeline.loader.schema import StateError, check_sampler_state
 
 log = logging.getLogger("pipeline.loader")
 STATE_VERSION = 1
@@ -56,8 +57,25 @@ def _unpack_dataset(num_samples: Any, shard_sizes: list[int] | None) -> tuple[An
     return len(ds), shard_sizes, bool(ds.metadata.get("pre_shuffled", False))
 
 
+def dataset_split(ds: Any) -> str:
+    """'eval' for an eval shard folder (metadata `split: eval`, or a folder named eval), else
+    'train'; an int N is 'train'."""
+    meta = getattr(ds, "metadata", None)
+    if not isinstance(meta, dict):
+        return "train"
+    if meta.get("split") in ("train", "eval"):
+        return meta["split"]
+    path = getattr(ds, "path", None)
+    return (
+        "eval"
+        if path is not None and str(path).rstrip("/").rsplit("/", 1)[-1] == "eval"
+        else "train"
+    )
+
+
 def _resolve_order(order: str, pre_shuffled: bool, shard_sizes: Any, n: int) -> str:
-    """`auto` -> sequential for pre-shuffled shards, else global; checks what the order needs."""
+    """`auto` -> sequential for pre-shuffled shards and eval splits, else global; checks what
+    the order needs."""
     if order == "auto":
         order = "sequential" if pre_shuffled else "global"
     if order not in ORDERS:
@@ -75,9 +93,11 @@ def _resolve_order(order: str, pre_shuffled: bool, shard_sizes: Any, n: int) -> 
 class GlobalSampler:
     """This rank's batches (np.ndarray of global sample indices, int64) for one epoch.
 
-    `num_samples` is N, or a ShardedTokenDataset: then `auto` reads `pre_shuffled` from its
-    metadata and `shard_sizes` default to its shards. Iterating resumes at the cursor; a pass
-    that starts at the end of the epoch starts the epoch again (with a warning: call set_epoch).
+    `num_samples` is N, or a ShardedTokenDataset: then `auto` is `sequential` for pre-shuffled
+    shards (metadata `pre_shuffled`) and for an eval split (metadata `split: eval`, or a folder
+    named eval: eval reads in order), else `global`; `shard_sizes` default to its shards.
+    Iterating resumes at the cursor; a pass that starts at the end of the epoch starts the
+    epoch again (with a warning: call set_epoch).
     """
 
     def __init__(
@@ -93,6 +113,7 @@ class GlobalSampler:
         shard_sizes: list[int] | None = None,
         window_shards: int = 2,
     ):
+        self.split = dataset_split(num_samples)  # eval: read in order, as the pre-shuffle plan says
         num_samples, shard_sizes, pre_shuffled = _unpack_dataset(num_samples, shard_sizes)
         self.num_samples = _check_int("num_samples", num_samples, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
@@ -102,7 +123,8 @@ class GlobalSampler:
             raise ValueError(f"rank must be < world_size {self.world_size}, got {rank}")
         _check_seed(seed)
         self.window_shards = _check_int("window_shards", window_shards, 1)
-        order = _resolve_order(order, pre_shuffled, shard_sizes, self.num_samples)
+        in_order = pre_shuffled or self.split == "eval"
+        order = _resolve_order(order, in_order, shard_sizes, self.num_samples)
         self.order = order
         self.drop_last = bool(drop_last)
         self.shard_sizes = None if shard_sizes is None else [int(s) for s in shard_sizes]
@@ -243,23 +265,12 @@ class GlobalSampler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue at the state's cursor, in O(1); this sampler's world size, rank, batch size
         and drop_last stay. seed, epoch and order come from the state."""
-        missing = [k for k in ("seed", "epoch", "order", "cursor", "num_samples") if k not in state]
-        if missing:
-            raise ValueError(f"sampler state lacks {missing}")
-        if int(state["num_samples"]) != self.num_samples:
-            raise ValueError(
-                f"sampler state is for {state['num_samples']} samples, this sampler has "
-                f"{self.num_samples}: another dataset?"
-            )
-        if state["order"] not in ORDERS:
-            raise ValueError(f"sampler state has unknown order {state['order']!r}")
+        check_sampler_state(state, self.num_samples, ORDERS)  # every field, before any is used
         if state["order"] == "shard_block":
             if state.get("shard_sizes_sha256") != sizes_fingerprint(self.shard_sizes):
-                raise ValueError("sampler state is for other shard sizes (order shard_block)")
+                raise StateError("sampler state", "is for other shard sizes (order shard_block)")
             self.window_shards = int(state.get("window_shards", self.window_shards))
         cursor = int(state["cursor"])
-        if not 0 <= cursor <= self.num_samples:
-            raise ValueError(f"sampler state cursor {cursor} outside [0, {self.num_samples}]")
         self.seed, self.order = int(state["seed"]), state["order"]
         self.epoch = _check_int("epoch", state["epoch"], 0)
         self.cursor, self.padded = cursor, int(state.get("padded", 0))

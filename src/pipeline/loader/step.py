@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from pipeline.loader.cache import BatchCache
+from pipeline.loader.sampler import dataset_split
 
 Batch = dict[str, np.ndarray]
 _STEP_TAG, _ORDER_TAG = 0x5354, 0x4F52  # keep the step and sweep-order streams apart
@@ -49,9 +50,12 @@ class StepDataset:
     """`ds[t]` -> the batch of step t (dict of [B, L] arrays); `len(ds)` steps.
 
     A sweep is `steps_per_sweep` steps (0: N // B, so a sweep draws about N samples); `max_steps`
-    > 0 truncates it. Step t draws `default_rng([seed, tag, t]).integers(0, N, B)`: with
-    replacement, independent of every other step. Step t is also its cache key, so a cache holds a
-    step's base batch across sweeps while `augment` makes a new view of it every epoch.
+    > 0 caps the total number of steps over all sweeps (optimizer steps, as the step-dataset
+    design says): sweep e then yields min(steps_per_sweep, max_steps - e * steps_per_sweep)
+    steps, and none once the cap is reached. Step t draws
+    `default_rng([seed, tag, t]).integers(0, N, B)`: with replacement, independent of every
+    other step. Step t is also its cache key, so a cache holds a step's base batch across sweeps
+    while `augment` makes a new view of it every epoch (never on an eval split).
     `order(epoch)` is a seeded permutation of the steps for a DataLoader's sampler and
     `trace(epochs)` the concatenated orders: the known future an `opt` cache needs.
     """
@@ -79,7 +83,10 @@ class StepDataset:
         self.ds, self.batch_size, self.seed = ds, int(batch_size), int(seed)
         self.num_samples = n
         self.steps_per_sweep = steps_per_sweep or max(n // batch_size, 1)
-        self.num_steps = min(self.steps_per_sweep, max_steps) if max_steps else self.steps_per_sweep
+        self.num_steps = self.steps_per_sweep  # step keys: 0 .. steps_per_sweep - 1
+        self.max_steps = int(max_steps)  # 0: no cap
+        if augment is not None and dataset_split(ds) == "eval":
+            raise ValueError("eval data is never augmented: pass augment=None for an eval split")
         self.cache, self.augment, self.epoch = cache, augment, 0
 
     def __len__(self) -> int:
@@ -108,13 +115,27 @@ class StepDataset:
             step=step,
         )
 
+    def steps_in_sweep(self, epoch: int) -> int:
+        """Steps sweep `epoch` runs: steps_per_sweep, less what the max_steps cap leaves."""
+        if not self.max_steps:
+            return self.num_steps
+        return int(min(self.num_steps, max(self.max_steps - int(epoch) * self.num_steps, 0)))
+
+    @property
+    def num_sweeps(self) -> int | None:
+        """Sweeps until max_steps is reached (None: no cap)."""
+        return -(-self.max_steps // self.num_steps) if self.max_steps else None
+
     def order(self, epoch: int, *, shuffle: bool = True) -> np.ndarray:
-        """int64 [len]: the steps of one sweep, permuted by (seed, epoch) unless shuffle=False."""
+        """int64 [steps_in_sweep(epoch)]: the steps of one sweep, permuted by (seed, epoch)
+        unless shuffle=False; the max_steps cap cuts the last sweep's order short."""
+        k = self.steps_in_sweep(epoch)
         if not shuffle:
-            return np.arange(self.num_steps, dtype=np.int64)
-        return np.random.default_rng([self.seed, _ORDER_TAG, int(epoch)]).permutation(
+            return np.arange(k, dtype=np.int64)
+        perm = np.random.default_rng([self.seed, _ORDER_TAG, int(epoch)]).permutation(
             self.num_steps
         )
+        return perm[:k]
 
     def trace(self, epochs: int, *, shuffle: bool = True, start_epoch: int = 0) -> list[int]:
         """Step keys in access order over `epochs` sweeps: the future for BatchCache('opt')."""

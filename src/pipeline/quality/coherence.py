@@ -6,7 +6,10 @@ preceding words add; word salad drawn from the corpus's own vocabulary and shuff
 ~nothing, real prose of any domain gains a lot), its worst 32-token block and the share of
 tokens in blocks that gain nothing (one salad block in a good page), and the share of tokens
 whose bigram / trigram the model had seen, overall and between common words, and the gain of
-the longer contexts over the bigram one (a word-bigram chain is fluent pair by pair only). The
+the longer contexts over the bigram one (a word-bigram chain is fluent pair by pair only), and
+two document-scale signals no n-gram window sees: content words coming back after a long gap,
+and content words shared by the two halves (a Markov walk over the corpus, or sentences spliced
+from several documents, wander off topic). The
 classifier is a dense logistic regression (Newton steps, L2) from those features to
 P(coherent), trained on reference documents (1) against seeded corruptions of them (0).
 """
@@ -31,10 +34,13 @@ FEATURE_NAMES = (
     "common_pair_gain",
     "low_block_share",
     "long_context_gain",
+    "long_repeat",
+    "halves_shared",
 )
 COMMON_COUNT = 20  # a word seen this often in the reference is "common" (see common_pair_*)
 BLOCK_TOKENS = 32  # block window; a document's last partial block joins the one before
 LOW_BLOCK_GAIN = 0.0  # a block whose words gain nothing from context reads as salad
+REPEAT_DISTANCE = 32  # long_repeat: a content word seen at least this many tokens before
 
 
 def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray) -> np.ndarray:
@@ -73,8 +79,48 @@ def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray) -> np.ndarray:
     pg = np.bincount(doc[pair], weights=gain[pair], minlength=n)
     out[:, 6] = np.where(ok, hits / np.maximum(num_pair, 1), 0.0)
     out[:, 7] = np.where(ok, pg / np.maximum(num_pair, 1), 0.0)
+    out[:, 10], out[:, 11] = _document_scale(tokens, doc, starts, uni)
     out[tokens.lengths == 0] = 0.0
     return out
+
+
+def _document_scale(
+    tokens: Tokens, doc: np.ndarray, starts: np.ndarray, uni: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Document-scale cohesion no n-gram window sees, over *content* words (seen fewer than
+    COMMON_COUNT times in the reference: names, topic nouns, numbers folded to 0 excepted):
+
+    - long_repeat: the share of content tokens whose word first occurred >= REPEAT_DISTANCE
+      tokens earlier in the same document. A real document comes back to its names and topic;
+      a Markov walk over the corpus or sentences spliced from other documents rarely does;
+    - halves_shared: the share of the document's content word types that occur in both its
+      first and its second half (topical consistency between halves).
+    Both are 0 for a document without content words."""
+    n = len(tokens.lengths)
+    pos = np.arange(len(doc), dtype=np.int64) - starts[doc]
+    content = uni < COMMON_COUNT
+    idx = np.flatnonzero(content)
+    num = np.bincount(doc[idx], minlength=n).astype(np.float64)
+    if not len(idx):
+        return np.zeros(n), np.zeros(n)
+    ids, d, p = tokens.ids[idx], doc[idx], pos[idx]
+    order = np.lexsort((p, ids, d))  # by document, then word, then position
+    ids, d, p = ids[order], d[order], p[order]
+    same = np.concatenate([[False], (ids[1:] == ids[:-1]) & (d[1:] == d[:-1])])
+    first = ~same
+    tid = np.cumsum(first) - 1
+    # the word's first occurrence lies >= REPEAT_DISTANCE tokens back: the text came back to it
+    since = p - p[np.flatnonzero(first)][tid]
+    rep = np.bincount(d[since >= REPEAT_DISTANCE], minlength=n).astype(np.float64)
+    long_repeat = rep / np.maximum(num, 1.0)
+    # per (document, word) type: does it occur in the first half and in the second?
+    half = (p * 2 >= tokens.lengths[d]).astype(np.int64)
+    lo = np.bincount(tid, weights=1 - half, minlength=int(first.sum())) > 0
+    hi = np.bincount(tid, weights=half, minlength=int(first.sum())) > 0
+    tdoc = d[first]
+    types = np.bincount(tdoc, minlength=n).astype(np.float64)
+    both = np.bincount(tdoc, weights=(lo & hi).astype(np.float64), minlength=n)
+    return long_repeat, both / np.maximum(types, 1.0)
 
 
 def _blocks(gain: np.ndarray, doc: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:

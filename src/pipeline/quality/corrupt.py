@@ -21,7 +21,11 @@ KINDS = (
     "block_shuffle",
     "salad_block",
     "bigram_chain",
+    "trigram_chain",
+    "fourgram_chain",
+    "splice",
 )
+CHAIN_ORDER = {"bigram_chain": 1, "trigram_chain": 2, "fourgram_chain": 3}  # Markov order
 CHAIN_MAX_TOKENS = 400  # bigram chains are cut here: enough to show, cheap to generate
 SENTENCE_ENDS = (".", "!", "?", "\u3002", "\uff01", "\uff1f")
 BLOCK = 3  # block_shuffle: runs of 3 tokens keep local fluency, so the LM must look further
@@ -66,31 +70,75 @@ def corrupt_one(
     return out
 
 
-def bigram_chains(
-    tokens: Tokens, lengths: np.ndarray, rng: np.random.Generator
+def markov_chains(
+    tokens: Tokens, lengths: np.ndarray, rng: np.random.Generator, order: int = 1
 ) -> list[np.ndarray]:
-    """One random walk per length over the word bigrams of `tokens` (a bigram-Markov text:
-    every adjacent pair is real, nothing longer is). Vectorised over walks, one step at a time."""
-    starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
-    last = np.zeros(len(tokens.ids), bool)
-    last[starts[1:][tokens.lengths > 0] - 1] = True
-    a, b = tokens.ids[:-1][~last[:-1]], tokens.ids[1:][~last[:-1]]
-    order = np.argsort(a, kind="stable")
-    a, b = a[order], b[order]
-    heads, first, count = np.unique(a, return_index=True, return_counts=True)
+    """One random walk per length over the order-`order` word Markov chain of `tokens` (order
+    1: every adjacent pair is real, nothing longer; order 3: every 4-gram is real). The state is
+    a hash of the last `order` tokens; a state never seen inside a document restarts the walk
+    at a random position. Vectorised over walks, one step at a time."""
     n = np.minimum(lengths, CHAIN_MAX_TOKENS)
-    if len(heads) == 0:  # no bigram at all (one-token documents): nothing to walk
+    total = len(tokens.ids)
+    starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
+    doc = np.repeat(np.arange(len(tokens.lengths)), tokens.lengths)
+    pos = np.arange(total) - starts[doc] if total else np.zeros(0, np.int64)
+    ok = np.flatnonzero(pos >= order)  # positions with `order` tokens before them in their doc
+    if len(ok) == 0:  # no transition at all (documents too short): nothing to walk
         return [tokens.ids[:0] for _ in n]
+    state = _state(np.stack([tokens.ids[ok - k] for k in range(order, 0, -1)], axis=1))
+    srt = np.argsort(state, kind="stable")
+    keys, nxt = state[srt], tokens.ids[ok[srt]]
+    heads, first, count = np.unique(keys, return_index=True, return_counts=True)
     steps = int(n.max()) if len(n) else 0
     walk = np.zeros((len(n), max(steps, 1)), np.uint64)
-    cur = tokens.ids[rng.integers(len(tokens.ids), size=len(n))]
+    at = ok[rng.integers(len(ok), size=len(n))]
+    window = np.stack([tokens.ids[at - k] for k in range(order, 0, -1)], axis=1)
     for t in range(steps):
+        j = np.minimum(np.searchsorted(heads, _state(window)), len(heads) - 1)
+        has = heads[j] == _state(window)
+        pick = nxt[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
+        fresh = ok[rng.integers(len(ok), size=len(n))]
+        cur = np.where(has, pick, tokens.ids[fresh])
         walk[:, t] = cur
-        j = np.minimum(np.searchsorted(heads, cur), len(heads) - 1)
-        has = heads[j] == cur
-        nxt = b[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
-        cur = np.where(has, nxt, tokens.ids[rng.integers(len(tokens.ids), size=len(n))])
+        window = np.concatenate([window[:, 1:], cur[:, None]], axis=1)
     return [walk[i, : n[i]] for i in range(len(n))]
+
+
+def _state(window: np.ndarray) -> np.ndarray:
+    """uint64 [w]: a hash of each row of token hashes (the chain's state)."""
+    h = np.zeros(len(window), np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(window.shape[1]):
+            h = (h ^ window[:, k]) * np.uint64(0x9E3779B97F4A7C15)
+    return h
+
+
+def splices(
+    tokens: Tokens, rng: np.random.Generator, ends: np.ndarray, docs: list[int]
+) -> list[np.ndarray]:
+    """For each document in `docs`: real sentences drawn from the *other* documents, in a
+    random order, up to its own length (cross-document splicing: every sentence is fluent, the
+    document has no topic)."""
+    starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
+    sents, owner = [], []
+    for i in range(len(tokens.lengths)):
+        for snt in _sentences(tokens.ids[starts[i] : starts[i + 1]], ends):
+            sents.append(snt)
+            owner.append(i)
+    owner_arr = np.array(owner, np.int64)
+    out = []
+    for i in docs:
+        others = np.flatnonzero(owner_arr != i)
+        if len(others) == 0:
+            out.append(tokens.ids[starts[i] : starts[i + 1]].copy())
+            continue
+        want, got, pieces = int(tokens.lengths[i]), 0, []
+        while got < want:
+            snt = sents[int(others[rng.integers(len(others))])]
+            pieces.append(snt)
+            got += len(snt)
+        out.append(np.concatenate(pieces)[: max(want, 1)])
+    return out
 
 
 def corrupt_tokens(tokens: Tokens, kinds: tuple[str, ...], seed: int) -> tuple[Tokens, list[str]]:
@@ -101,10 +149,15 @@ def corrupt_tokens(tokens: Tokens, kinds: tuple[str, ...], seed: int) -> tuple[T
     pool = tokens.ids if len(tokens.ids) else np.array([token_hash("the")], np.uint64)
     starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
     which = [kinds[i % len(kinds)] for i in range(len(tokens.lengths))]
-    chain_docs = [i for i, k in enumerate(which) if k == "bigram_chain"]
-    chains = dict(
-        zip(chain_docs, bigram_chains(tokens, tokens.lengths[chain_docs], rng), strict=True)
-    )
+    chains: dict[int, np.ndarray] = {}
+    for kind, order in CHAIN_ORDER.items():
+        docs = [i for i, k in enumerate(which) if k == kind]
+        if docs:
+            walks = markov_chains(tokens, tokens.lengths[docs], rng, order)
+            chains.update(zip(docs, walks, strict=True))
+    spliced = [i for i, k in enumerate(which) if k == "splice"]
+    if spliced:
+        chains.update(zip(spliced, splices(tokens, rng, ends, spliced), strict=True))
     out, lengths = [], np.zeros(len(tokens.lengths), np.int64)
     for i in range(len(tokens.lengths)):
         ids = tokens.ids[starts[i] : starts[i + 1]]

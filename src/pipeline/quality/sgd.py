@@ -1,5 +1,7 @@
 """Mini-batch Adam for the quality classifier over feature files streamed one at a time.
 
+The files are the caller's (the quality stage's classifier.py writes and reads them): here their
+bytes (`encode_rows` / `decode_rows`), summaries, and a `load(path) -> Rows` to stream them.
 Each training file holds the sampled rows of a part (hashed features as CSR arrays, statistics,
 labels, holdout flags) as a plain .npz (no pickle). The driver keeps the model, Adam's two
 moment vectors (dense over the hashed buckets in use: O(model)) and one file's rows: never the
@@ -20,11 +22,9 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from pipeline.io import atomic_write_bytes
 from pipeline.quality.features import Csr
 from pipeline.quality.logreg import Model, sigmoid
 
@@ -51,9 +51,8 @@ class SgdParams:
     seed: int  # file and row order
 
 
-def write_rows(path: Path, rows: Rows) -> dict:
-    """Save `rows` (atomically) and return what the trainer needs to know without reading it:
-    row counts per class and the statistics' sums over the training rows."""
+def encode_rows(rows: Rows) -> bytes:
+    """The bytes of a plain .npz holding `rows` (no pickle; deterministic for the same rows)."""
     buf = io.BytesIO()
     arrays = {
         "indptr": rows.X.indptr,
@@ -65,23 +64,27 @@ def write_rows(path: Path, rows: Rows) -> dict:
         "holdout": rows.holdout.astype(bool),
     }
     np.savez(buf, **arrays)  # type: ignore[arg-type]
-    atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def decode_rows(data: bytes) -> Rows:
+    with np.load(io.BytesIO(data), allow_pickle=False) as f:
+        X = Csr(f["indptr"], f["indices"], f["data"], int(f["dims"][0]))
+        return Rows(X, f["stats"], f["y"], f["holdout"])
+
+
+def summarise(rows: Rows) -> dict:
+    """What the trainer needs to know of a file without reading it: row counts per class and
+    the statistics' sums over the training rows (the caller adds the file's "path")."""
     train = ~rows.holdout
     s = rows.stats[train].astype(np.float64)
     return {
-        "path": str(path),
         "rows": int(len(rows.y)),
         "good": int((rows.y[train] == 1).sum()),
         "bad": int((rows.y[train] == 0).sum()),
         "stats_sum": s.sum(axis=0),
         "stats_sumsq": (s * s).sum(axis=0),
     }
-
-
-def read_rows(path: str | Path) -> Rows:
-    with np.load(path, allow_pickle=False) as f:
-        X = Csr(f["indptr"], f["indices"], f["data"], int(f["dims"][0]))
-        return Rows(X, f["stats"], f["y"], f["holdout"])
 
 
 def _standardiser(summaries: list[dict], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,9 +105,10 @@ def train_streamed(
     k: int,
     params: SgdParams,
     meta: dict,
-    load: Callable[[str], Rows] = read_rows,
+    load: Callable[[str], Rows],
 ) -> tuple[Model, list[float]]:
-    """Fit on the training rows of the files in `summaries` (from write_rows); returns the model
+    """Fit on the training rows of the files in `summaries` (summarise() plus each file's
+    "path", which `load` turns into its Rows: the caller owns the files); returns the model
     and the loss of every epoch (over the batches as they were visited, plus the L2 term)."""
     pos = sum(s["good"] for s in summaries)
     neg = sum(s["bad"] for s in summaries)
@@ -212,7 +216,7 @@ def _adam_step(
 
 
 def evaluate(
-    summaries: list[dict], model: Model, l2: float, load: Callable[[str], Rows] = read_rows
+    summaries: list[dict], model: Model, l2: float, load: Callable[[str], Rows]
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(P(good), label) of every held-out row and the training objective of `model` (the same
     loss as train_streamed minimises, over all training rows), file by file in order."""

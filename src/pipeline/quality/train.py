@@ -1,79 +1,45 @@
-"""Training the quality classifier: the labelled seed set (JSONL), the per-part task that
-writes a part's training rows to a feature file, and the fit over those files (quality/sgd.py)
-with agreement and AUC on the held-out pseudo labels. The stage decides what to train on.
+"""Training the quality classifier: parsing a labelled seed set (JSONL text), and the fit over
+feature files (quality/sgd.py, streamed through the caller's `load`) with agreement and AUC on the
+held-out pseudo labels. The stage (stages/quality/classifier.py) decides what to train on and
+owns the files: it reads the parts and the seed set and writes the feature files.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
-from pipeline.io import read_text_file
-from pipeline.quality.features import HASH_SEED, STAT_NAMES, hashed_features, stats_matrix
+from pipeline.quality.features import HASH_SEED, STAT_NAMES
 from pipeline.quality.logreg import Model, roc_auc
 from pipeline.quality.select import PseudoLabels
-from pipeline.quality.sgd import (
-    Rows,
-    SgdParams,
-    evaluate,
-    read_rows,
-    train_streamed,
-    write_rows,
-)
+from pipeline.quality.sgd import Rows, SgdParams, evaluate, train_streamed
 
 
-def read_seed_set(path: str, max_chars: int) -> tuple[list[str], np.ndarray]:
-    """Texts and labels (1 good, 0 bad) of a JSONL seed set; DataError on a bad line."""
+def parse_seed_set(text: str, where: str) -> tuple[list[str], np.ndarray]:
+    """Texts and labels (1 good, 0 bad) of a JSONL seed set's text; DataError naming
+    `where`:line on a bad line."""
     texts, labels = [], []
     names = {"good": 1, "bad": 0, "1": 1, "0": 0, "true": 1, "false": 0}
-    # a labelled seed set is small: read whole, BOM-aware, one-line error if not UTF-8 text
-    for num, line in enumerate(read_text_file(Path(path), "seed set").splitlines(), 1):
+    for num, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
             label = names[str(rec["label"]).lower()]
-            text = rec["text"]
+            doc = rec["text"]
         except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
-            raise DataError(f"{path}:{num}", 'expected {"text": str, "label": good|bad}') from None
-        if not isinstance(text, str):
-            raise DataError(f"{path}:{num}", "field 'text' is not a string")
-        texts.append(text)
+            raise DataError(f"{where}:{num}", 'expected {"text": str, "label": good|bad}') from None
+        if not isinstance(doc, str):
+            raise DataError(f"{where}:{num}", "field 'text' is not a string")
+        texts.append(doc)
         labels.append(label)
     if not texts:
-        raise DataError(path, "the seed set has no documents")
+        raise DataError(where, "the seed set has no documents")
     return texts, np.array(labels, np.int8)
-
-
-def featurise(item: tuple, dims: int, max_chars: int) -> dict:
-    """Task: features and statistics of the given local rows of one or more parts, written
-    with their labels and holdout flags to one feature file; returns its summary
-    (sgd.write_rows). item = ([(part path, local rows int64 [m], labels int8 [m], holdout
-    bool [m]), ...], output path)."""
-    sources, out = item
-    texts: list[str] = []
-    for path, rows, _, _ in sources:
-        col = pq.read_table(path, columns=["text"]).column("text").to_pylist()
-        texts += [col[i] for i in rows]
-    y = np.concatenate([src[2] for src in sources]).astype(np.int8)
-    holdout = np.concatenate([src[3] for src in sources]).astype(bool)
-    return write_texts(Path(out), texts, y, holdout, dims, max_chars)
-
-
-def write_texts(
-    out: Path, texts: list[str], y: np.ndarray, holdout: np.ndarray, dims: int, max_chars: int
-) -> dict:
-    """Featurise `texts` into the feature file `out`; its summary also counts the characters
-    read (the sample's size against train_max_chars)."""
-    X = hashed_features(texts, dims, HASH_SEED, max_chars)
-    summary = write_rows(out, Rows(X, stats_matrix(texts, max_chars), y, holdout))
-    return {**summary, "chars": sum(min(len(t), max_chars) for t in texts)}
 
 
 def fit_classifier(
@@ -82,7 +48,7 @@ def fit_classifier(
     params: SgdParams,
     dims: int,
     max_chars: int,
-    load: Callable[[str], Rows] = read_rows,
+    load: Callable[[str], Rows],
 ) -> tuple[Model, dict[str, Any]]:
     """Train by mini-batch Adam over the feature files (pseudo-labelled parts, then extra
     labelled rows), one file at a time; report agreement with the held-out pseudo labels."""

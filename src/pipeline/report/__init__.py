@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import atomic_write_json, read_json_file
+from pipeline.io import atomic_write_json
+from pipeline.report.schema import check_report, report_problem  # noqa: F401 (its home)
+from pipeline.text_files import read_json_file
 
 REPORT_NAME = "pipeline_report.json"
 log = logging.getLogger("pipeline")
@@ -27,7 +29,8 @@ def load_report(run_dir: Path) -> dict[str, Any]:
     from pipeline.manifest import MANIFEST_NAME, Manifest
 
     if (Path(run_dir) / MANIFEST_NAME).is_file():
-        return sync_report(Manifest.load(run_dir), write=False)
+        report = sync_report(Manifest.load(run_dir), write=False)
+        return check_report(report, str(Path(run_dir) / MANIFEST_NAME))
     return read_report(run_dir)
 
 
@@ -36,11 +39,7 @@ def read_report(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / REPORT_NAME
     if not path.exists():
         return {"recipe": None, "seed": None, "stages": []}
-    report = read_json_file(path, "report")
-    problem = report_problem(report)
-    if problem:
-        raise DataError(str(path), f"not a pipeline report ({problem}); re-run `pipeline data`")
-    return report
+    return check_report(read_json_file(path, "report"), str(path))
 
 
 def read_run_report(run_dir: Path) -> dict[str, Any]:
@@ -52,26 +51,14 @@ def read_run_report(run_dir: Path) -> dict[str, Any]:
     if (run_dir / MANIFEST_NAME).is_file():  # the report is derived from it: rebuild if needed
         manifest = Manifest.load(run_dir)
         try:
-            return sync_report(manifest)
+            report = sync_report(manifest)
         except OSError:  # a read-only run folder: the rebuilt report, not saved
-            return sync_report(manifest, write=False)
+            report = sync_report(manifest, write=False)
+        # the sections come from manifest.json: a hand-edited one is named
+        return check_report(report, str(run_dir / MANIFEST_NAME))
     if (run_dir / REPORT_NAME).exists():
         return read_report(run_dir)
     raise PipelineError(f"{run_dir}: no {REPORT_NAME}; run `pipeline data` first")
-
-
-def report_problem(report: Any) -> str | None:
-    if not isinstance(report, dict):
-        return f"a JSON {type(report).__name__}, expected an object"
-    stages = report.get("stages")
-    if not isinstance(stages, list):
-        return "no `stages` list"
-    for i, s in enumerate(stages):
-        if not isinstance(s, dict) or not isinstance(s.get("stage"), str):
-            return f"stages[{i}] has no `stage` name"
-        if not isinstance(s.get("stats", {}), dict):
-            return f"stages[{i}].stats is not an object"
-    return None
 
 
 def build_report(manifest: Any, order: list[str], old: dict[str, Any] | None = None) -> dict:

@@ -201,7 +201,54 @@ def _dedup(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
                 table(["Jaccard", *curve], [["P(candidate)", *curve.values()]]),
             )
         )
+    if "merge_precision_sample" in st:
+        figs.append(_dedup_measured(st))
     return figs
+
+
+def _ci_text(st: dict[str, Any], key: str) -> str:
+    lo, hi = st.get(f"{key}_ci95") or (None, None)
+    return "n/a" if st.get(key) is None else f"{fmt(st[key])} ({fmt(lo)}–{fmt(hi)})"
+
+
+def _dedup_measured(st: dict[str, Any]) -> str:
+    """Precision of merges and recall of pairs measured in the run, with 95% intervals."""
+    labels = ["merge precision", "pair recall"]
+    values = [st.get("merge_precision"), st.get("pair_recall")]
+    rows = [
+        [
+            "merge precision",
+            _ci_text(st, "merge_precision"),
+            st.get("merge_precision_sample"),
+            "merged pairs (dropped, kept) with exact Jaccard >= threshold",
+        ],
+        [
+            "pair recall",
+            _ci_text(st, "pair_recall"),
+            st.get("pair_recall_pairs"),
+            f"pairs >= threshold among {fmt(st.get('pair_recall_docs'))} sampled documents "
+            "that ended in one cluster",
+        ],
+    ]
+    if st.get("labelled_f1") is not None:
+        labels.append("labelled F1")
+        values.append(st["labelled_f1"])
+        rows.append(
+            [
+                "labelled P / R / F1",
+                f"{fmt(st['labelled_precision'])} / {fmt(st['labelled_recall'])} / "
+                f"{fmt(st['labelled_f1'])}",
+                st["labelled_tp"] + st["labelled_fn"],
+                "documents labelled as duplicates",
+            ]
+        )
+    svg = bars("dedup: measured in this run", labels, [("", values, KEPT)])
+    caption = (
+        f"exact Jaccard on the stage's shingles, seeded samples "
+        f"({st.get('merge_precision_sample_key')}, {st.get('pair_recall_docs_key')}); "
+        f"95% Wilson intervals; cost {fmt(st.get('measure_seconds'))} s"
+    )
+    return figure(svg, caption, table(["", "estimate (95% CI)", "sample", "what"], rows))
 
 
 def _quality(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
@@ -245,7 +292,33 @@ def _tokenize(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         if seq_len:
             caption += f"; documents right of {key} are split across sequences by pack"
         figs.append(figure(svg, caption, hist_table(h["edges"], h["counts"])))
+    if st.get("bytes_per_token_by_script"):
+        figs.append(_bytes_per_token_figure(st))
     return figs
+
+
+def _bytes_per_token_figure(st: dict[str, Any]) -> str:
+    """Bytes/token per dominant script against its healthy range; the warnings as the caption."""
+    by = st["bytes_per_token_by_script"]
+    labels = list(by)
+    values = [by[k]["bytes_per_token"] for k in labels]
+    svg = bars("tokenize: UTF-8 bytes per token by script", labels, [("", values, KEPT)])
+    rows = [
+        [
+            k,
+            r["docs"],
+            r["bytes"],
+            r["tokens"],
+            r["bytes_per_token"],
+            "–".join(fmt(x) for x in r["healthy"]) if r["healthy"] else "none known",
+        ]
+        for k, r in by.items()
+    ]
+    warns = st.get("bytes_per_token_warnings") or []
+    caption = "warning: " + "; ".join(warns) if warns else "every script in its healthy range"
+    return figure(
+        svg, caption, table(["script", "docs", "bytes", "tokens", "bytes/token", "healthy"], rows)
+    )
 
 
 def _pack(st: dict[str, Any], report: dict[str, Any]) -> list[str]:

@@ -35,6 +35,12 @@ def _call(fn: Callable[[Any], Any], item: Any) -> Any:
     return fn(item)
 
 
+def probe_path(run_dir: Path) -> Path:
+    """The file check_shared writes for every node to see: a dot name ending in .tmp, so a run
+    killed during the probe leaves a temp file the next run's sweep_temps removes."""
+    return Path(run_dir) / f".ray-probe-{uuid.uuid4().hex}.tmp"
+
+
 def _probe(path: str | None) -> tuple[str, bool, str]:
     """Run on one node: (node ip, can it read `path`, the pipeline version it imports)."""
     import ray
@@ -135,7 +141,7 @@ class RayExecutor(BaseExecutor):
         probe = None
         if run_dir is not None:
             run_dir = Path(run_dir).resolve()
-            probe = run_dir / f".ray-probe-{uuid.uuid4().hex}"
+            probe = probe_path(run_dir)
             probe.write_text("probe")
         try:
             answers = self._on_each_node(self._probe, None if probe is None else str(probe))

@@ -111,7 +111,7 @@ MOVED_MODULES = {
     "pipeline.quality.writepart": "pipeline.stages.quality.write",
     "pipeline.quality.partcols": "pipeline.stages.quality.partcols",
     "pipeline.stages.download_split": "pipeline.stages.download.split",
-    "pipeline.stages.shard_bounded": "pipeline.stages.shard.bounded_memory",
+    "pipeline.stages.shard_bounded": "pipeline.stages.shard.bounded",
 }
 
 
@@ -259,6 +259,12 @@ class PartLedger:
         return functools.partial(
             record_part, fn=fn, stage_dir=str(self.stage_dir), remote=self.remote
         )
+
+    def finished_on_disk(self) -> int:
+        """Tasks whose markers are in the folder now (this run's and a crashed run's): what a
+        re-run would resume from."""
+        folder = self.stage_dir / RESUME_DIR
+        return sum(1 for p in folder.glob("*.json") if p.name != STAGE_FILE)
 
     def known_hashes(self) -> dict[str, tuple[list[int], str]]:
         """{path in the stage folder: (stamp, sha256)} of every output a marker records with a

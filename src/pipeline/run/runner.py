@@ -36,7 +36,7 @@ from pipeline.config import RunConfig, config_hash
 from pipeline.errors import PipelineError, RecipeError
 from pipeline.executor import BaseExecutor, Executor
 from pipeline.io import crash_point, iter_files
-from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.manifest import MANIFEST_NAME, Manifest, check_stage_folder
 from pipeline.parts import num_records
 from pipeline.recipe import Recipe
 from pipeline.report import REPORT_NAME, check_balance, dropped_total, sync_report
@@ -133,6 +133,8 @@ def plan(
         inputs = describe_inputs(cfg, cache)
         fp = fingerprint(name, cfg, seed, upstream, inputs)
         done = manifest.is_done(name, fp, hashes.digests)
+        if done and not (force and name in selected):  # --force replaces the folder anyway
+            check_stage_folder(manifest, name)  # a stray file is named, not kept or deleted
         if name in selected:
             if force:
                 action, why = "run", "forced"
@@ -315,7 +317,9 @@ def sweep_temps(run_dir: Path) -> list[str]:
             continue
         if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
-        elif p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file():
+        elif p.is_file() and p.name.startswith(".") and p.name.endswith(".tmp"):
+            p.unlink(missing_ok=True)
+        elif p.is_file() and p.name.startswith(".ray-probe-"):  # a probe named before the .tmp
             p.unlink(missing_ok=True)
         else:
             continue
@@ -362,9 +366,16 @@ def _run_stage(
         result = stage.run(cfg, ctx)
     except BaseException:
         executor.abort()  # workers may still be writing into tmp
-        log.info(
-            "[%s] kept %s: a re-run resumes from its finished parts", name, store.where(tmp.name)
-        )
+        done = ledger.finished_on_disk()
+        if done:
+            log.info(
+                "[%s] kept %s: a re-run resumes from its %d finished parts",
+                name,
+                store.where(tmp.name),
+                done,
+            )
+        else:
+            log.info("[%s] stopped before any part finished: a re-run starts it again", name)
         raise
     finally:
         executor.bind(None)

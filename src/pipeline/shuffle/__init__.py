@@ -1,10 +1,9 @@
-"""`pipeline shuffle`: rebalance unbalanced .npz shards into shuffled equal ones.
-
-`rebalance` is the two-phase command, `stats` measures how well an order is shuffled; the shard
-file format itself lives in pipeline.shards. The algorithm and its memory bound: docs/shards.md.
+"""Shuffling, the algorithms: how `pipeline shuffle` apportions rows between shards
+(apportion.py) and how well an order is shuffled (stats.py). The command itself, which reads and
+writes shard files, is pipeline.rebalance; the shard file format is pipeline.shards.
 """
 
-from pipeline.shuffle.rebalance import COPY_BYTES, apportion, scan_inputs, shuffle_shards
+from pipeline.shuffle.apportion import apportion
 from pipeline.shuffle.stats import ShuffleStats
 
-__all__ = ["COPY_BYTES", "ShuffleStats", "apportion", "scan_inputs", "shuffle_shards"]
+__all__ = ["ShuffleStats", "apportion"]

@@ -17,14 +17,15 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError, PipelineError
+from pipeline.fetch import Unreachable, cache_dir, cache_record, fetch, head_size
 from pipeline.sources.files import split_on_line
-from pipeline.sources.http import Unreachable, cache_dir, fetch, head_size
 from pipeline.sources.records import Record
 
 OFFLINE_HINT = (
     "offline sources need no network: download.source=toy, download.source=python_docs, "
     "or your own file (--source jsonl --jsonl FILE)"
 )
+UNVERIFIED = "unverified"  # cache status of a file nothing could check (see cache_status)
 
 
 @dataclass(frozen=True)
@@ -158,10 +159,36 @@ def download_builtin(name: str, progress: bool = True) -> list[Path]:
         except Unreachable as exc:
             dest = cache_dir() / name / f.name
             raise PipelineError(
-                f"{name}: {exc}; without network, copy {f.name} (from {b.url(f)}) by hand to "
-                f"{dest} (the cache, $PIPELINE_CACHE_DIR) and re-run; {OFFLINE_HINT}"
+                f"{name}: {exc}",
+                hints=(
+                    f"without network: copy {f.name} (the URL above) by hand to {dest} "
+                    "(the cache, $PIPELINE_CACHE_DIR) and re-run",
+                    f"or {OFFLINE_HINT}",
+                ),
             ) from None
     return paths
+
+
+def cache_status(name: str) -> dict[str, str]:
+    """{file: how its cached copy was checked} for builtin `name`, from the pins and the
+    records fetch keeps beside each file: `pinned` (size and/or sha256 in BUILTINS),
+    `server_size` (equal to the size the server reported when it was downloaded), or
+    `unverified: ...` (placed in the cache by hand, or a server that reported no size)."""
+    out = {}
+    for f in BUILTINS[name].files:
+        rec = cache_record(cache_dir() / name / f.name)
+        if f.size_bytes is not None or f.sha256 is not None:
+            out[f.name] = "pinned"
+        elif rec.get("server_size") is not None and rec.get("server_size") == rec.get("size"):
+            out[f.name] = "server_size"
+        elif rec.get("placed"):
+            out[f.name] = (
+                f"{UNVERIFIED}: placed in the cache by hand; no pinned size or sha256 and no "
+                "size from the server to check it against (delete it to download it)"
+            )
+        else:
+            out[f.name] = f"{UNVERIFIED}: the server reported no size when it was downloaded"
+    return out
 
 
 def read_builtin(name: str, progress: bool = True) -> Iterator[Record]:

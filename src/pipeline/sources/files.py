@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
-from pipeline.io import bom_encoding
 from pipeline.sources.records import Malformed, Record, fix_surrogates
+from pipeline.text_files import bom_encoding
 
 
 def expand_paths(pattern: str) -> list[Path]:

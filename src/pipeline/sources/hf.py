@@ -10,6 +10,7 @@ HF_HUB_OFFLINE, HF_TOKEN). A null or non-string text is yielded as `Malformed`, 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,12 @@ def _load(
     except ConnectionError as exc:
         raise DataError(
             hf_path,
-            f"not available offline and the hub is unreachable ({_one_line(exc)}); "
-            "run once with network (unset HF_HUB_OFFLINE) to fill the cache, or point "
-            "download.hf_path at a local folder",
+            f"not available offline and the hub is unreachable ({_one_line(exc)})",
+            hints=(
+                "run once with network (unset HF_HUB_OFFLINE) to fill the cache",
+                "or point download.hf_path at a local folder (save_to_disk or data files)",
+                "or use your own file: --source jsonl --jsonl FILE",
+            ),
         ) from exc
     except Exception as exc:  # noqa: BLE001 - datasets raises many types; one line for the user
         raise DataError(hf_path, f"load_dataset failed ({_one_line(exc)})") from exc
@@ -230,6 +234,11 @@ def check_config(path: str, hf_path: str | None, split: str, streaming: bool = F
         raise RecipeError(f"{path}.hf_path", f"no file or folder {hf_path!r}")
     if not split:
         raise RecipeError(f"{path}.split", "must name a split, e.g. 'train'")
+    if importlib.util.find_spec("datasets") is None:
+        raise RecipeError(
+            f"{path}.source",
+            "'hf' needs the `datasets` package (the `hf` extra): pip install -e '.[hf]'",
+        )
     if streaming and "[" in split:
         raise RecipeError(
             f"{path}.split",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,10 @@ from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, norma
 from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
 from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
-from pipeline.config import bounded
+from pipeline.config import bounded, option
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import read_table, write_kept_and_rejected
-from pipeline.stage import DocCounts, Stage, StageContext, StageResult
+from pipeline.stage import DocCounts, PartItem, Stage, StageContext, StageResult
 
 WAVE_PARTS = 256  # parts per map call at least: their summaries are summed, then dropped
 
@@ -34,53 +34,77 @@ WAVE_PARTS = 256  # parts per map call at least: their summaries are summed, the
 @dataclass(frozen=True)
 class CleanConfig:
     # normalisation, applied in this order (each switchable)
-    remove_control: bool = True  # drop C0/C1 control chars (not \t \n), BOM, non-characters
-    strip_html: bool = True  # drop script/style blocks and known tags, unescape &entities;
-    nfkc: bool = True  # Unicode NFKC (full-width -> ASCII, ligatures split, NBSP -> space)
-    remove_boilerplate_lines: bool = True  # C4: drop lines with "javascript" or policy phrases
-    fold_whitespace: bool = True  # space runs -> one space, <= 1 blank line between paragraphs
-    # PII redaction in kept documents: any of url, email, key, ip, phone
-    redact_pii: list[str] = field(default_factory=lambda: list(PII_KINDS))
+    remove_control: bool = option(
+        True, "drop C0/C1 control chars (not \\t \\n), BOM, non-characters"
+    )
+    strip_html: bool = option(True, "drop script/style blocks and known tags, unescape &entities;")
+    nfkc: bool = option(True, "Unicode NFKC (full-width -> ASCII, ligatures split, NBSP -> space)")
+    remove_boilerplate_lines: bool = option(
+        True, 'C4: drop lines with "javascript" or policy phrases'
+    )
+    fold_whitespace: bool = option(
+        True, "space runs -> one space, <= 1 blank line between paragraphs"
+    )
+    redact_pii: list[str] = option(
+        factory=lambda: list(PII_KINDS),
+        doc="PII redaction in kept documents: any of url, email, key, ip, phone",
+    )
     # filters: a threshold of null turns its rule off (see docs/clean.md for each source)
-    drop_empty: bool = True  # empty or whitespace-only after normalisation
-    min_chars: int | None = bounded(None, ge=0)  # characters; no published rule, off
-    max_chars: int | None = bounded(1_000_000, ge=1)  # characters; guard, ~Gopher 100k words
-    min_words: int | None = bounded(50, ge=0)  # Gopher: words (char = word in Chinese/Japanese)
-    max_words: int | None = bounded(100_000, ge=1)  # Gopher: words
-    min_script_share: float | None = bounded(0.8, ge=0.0, le=1.0)  # letters in dominant script
-    min_mean_word_length: float | None = bounded(3.0, ge=0.0)  # Gopher: chars/word, punct excl.
-    max_mean_word_length: float | None = bounded(10.0, ge=0.0)  # Gopher: chars/word
-    max_hash_ratio: float | None = bounded(0.1, ge=0.0)  # Gopher: '#' per word
-    max_ellipsis_ratio: float | None = bounded(0.1, ge=0.0)  # Gopher: '...' or '…' per word
-    max_bullet_lines_frac: float | None = bounded(0.9, ge=0.0, le=1.0)  # Gopher: lines '•'/'-'
-    max_ellipsis_lines_frac: float | None = bounded(0.3, ge=0.0, le=1.0)  # Gopher: lines end '...'
-    min_alpha_words_frac: float | None = bounded(0.8, ge=0.0, le=1.0)  # Gopher: words w/ a letter
-    min_stop_words: int | None = bounded(2, ge=0)  # Gopher: distinct stop words (Latin/Cyrillic)
-    max_non_alnum_chars_frac: float | None = bounded(0.25, ge=0.0, le=1.0)  # NeMo: incl. spaces
-    max_digit_chars_frac: float | None = bounded(0.15, ge=0.0, le=1.0)  # NeMo: digits/chars
-    max_url_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0)  # NeMo: URL chars/chars
-    max_word_length: int | None = bounded(1000, ge=1)  # C4/NeMo: chars in the longest word
-    max_dup_lines_frac: float | None = bounded(0.3, ge=0.0, le=1.0)  # Gopher: repeated lines
-    max_dup_paragraphs_frac: float | None = bounded(0.3, ge=0.0, le=1.0)  # Gopher
-    max_dup_line_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0)  # Gopher
-    max_dup_paragraph_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0)  # Gopher
-    max_top_2gram_chars_frac: float | None = bounded(0.20, ge=0.0, le=1.0)  # Gopher Table A1
-    max_top_3gram_chars_frac: float | None = bounded(0.18, ge=0.0, le=1.0)  # Gopher
-    max_top_4gram_chars_frac: float | None = bounded(0.16, ge=0.0, le=1.0)  # Gopher
-    max_dup_5gram_chars_frac: float | None = bounded(0.15, ge=0.0, le=1.0)  # Gopher
-    max_dup_6gram_chars_frac: float | None = bounded(0.14, ge=0.0, le=1.0)  # Gopher
-    max_dup_7gram_chars_frac: float | None = bounded(0.13, ge=0.0, le=1.0)  # Gopher
-    max_dup_8gram_chars_frac: float | None = bounded(0.12, ge=0.0, le=1.0)  # Gopher
-    max_dup_9gram_chars_frac: float | None = bounded(0.11, ge=0.0, le=1.0)  # Gopher
-    max_dup_10gram_chars_frac: float | None = bounded(0.10, ge=0.0, le=1.0)  # Gopher
-    drop_lorem_ipsum: bool = True  # C4: "lorem ipsum" in a kept line drops the page
-    drop_curly_bracket: bool = True  # C4: "{" in a kept line drops the page (code, templates)
-    min_sentences: int | None = bounded(3, ge=0)  # C4 (TFDS): sentences in C4-kept lines
-    min_words_per_line: int = bounded(5, ge=0)  # C4 (TFDS): a line with fewer is not kept
-    min_line_punct_frac: float | None = bounded(0.12, ge=0.0, le=1.0)  # FineWeb: lines ending .!?"
-    max_short_lines_frac: float | None = bounded(0.67, ge=0.0, le=1.0)  # FineWeb: lines <= 30 chars
-    max_fineweb_dup_line_chars_frac: float | None = bounded(0.01, ge=0.0, le=1.0)  # FineWeb code
-    max_newlines_per_word: float | None = bounded(0.3, ge=0.0)  # FineWeb list_ratio
+    drop_empty: bool = option(True, "empty or whitespace-only after normalisation")
+    min_chars: int | None = bounded(None, ge=0, doc="characters; no published rule, off")
+    max_chars: int | None = bounded(1_000_000, ge=1, doc="characters; guard, ~Gopher 100k words")
+    min_words: int | None = bounded(50, ge=0, doc="Gopher: words (char = word in Chinese/Japanese)")
+    max_words: int | None = bounded(100_000, ge=1, doc="Gopher: words")
+    min_script_share: float | None = bounded(0.8, ge=0.0, le=1.0, doc="letters in dominant script")
+    min_mean_word_length: float | None = bounded(3.0, ge=0.0, doc="Gopher: chars/word, punct excl.")
+    max_mean_word_length: float | None = bounded(10.0, ge=0.0, doc="Gopher: chars/word")
+    max_hash_ratio: float | None = bounded(0.1, ge=0.0, doc="Gopher: '#' per word")
+    max_ellipsis_ratio: float | None = bounded(0.1, ge=0.0, doc="Gopher: '...' or '…' per word")
+    max_bullet_lines_frac: float | None = bounded(0.9, ge=0.0, le=1.0, doc="Gopher: lines '•'/'-'")
+    max_ellipsis_lines_frac: float | None = bounded(
+        0.3, ge=0.0, le=1.0, doc="Gopher: lines end '...'"
+    )
+    min_alpha_words_frac: float | None = bounded(
+        0.8, ge=0.0, le=1.0, doc="Gopher: words w/ a letter"
+    )
+    min_stop_words: int | None = bounded(
+        2, ge=0, doc="Gopher: distinct stop words (Latin/Cyrillic)"
+    )
+    max_non_alnum_chars_frac: float | None = bounded(0.25, ge=0.0, le=1.0, doc="NeMo: incl. spaces")
+    max_digit_chars_frac: float | None = bounded(0.15, ge=0.0, le=1.0, doc="NeMo: digits/chars")
+    max_url_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0, doc="NeMo: URL chars/chars")
+    max_word_length: int | None = bounded(1000, ge=1, doc="C4/NeMo: chars in the longest word")
+    max_dup_lines_frac: float | None = bounded(0.3, ge=0.0, le=1.0, doc="Gopher: repeated lines")
+    max_dup_paragraphs_frac: float | None = bounded(0.3, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_line_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_paragraph_chars_frac: float | None = bounded(0.2, ge=0.0, le=1.0, doc="Gopher")
+    max_top_2gram_chars_frac: float | None = bounded(0.20, ge=0.0, le=1.0, doc="Gopher Table A1")
+    max_top_3gram_chars_frac: float | None = bounded(0.18, ge=0.0, le=1.0, doc="Gopher")
+    max_top_4gram_chars_frac: float | None = bounded(0.16, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_5gram_chars_frac: float | None = bounded(0.15, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_6gram_chars_frac: float | None = bounded(0.14, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_7gram_chars_frac: float | None = bounded(0.13, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_8gram_chars_frac: float | None = bounded(0.12, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_9gram_chars_frac: float | None = bounded(0.11, ge=0.0, le=1.0, doc="Gopher")
+    max_dup_10gram_chars_frac: float | None = bounded(0.10, ge=0.0, le=1.0, doc="Gopher")
+    drop_lorem_ipsum: bool = option(True, 'C4: "lorem ipsum" in a kept line drops the page')
+    drop_curly_bracket: bool = option(
+        True, 'C4: "{" in a kept line drops the page (code, templates)'
+    )
+    # C4 (TFDS) asks 3 with no word floor; over Gopher's 50-word floor 2 keeps the two-sentence
+    # news brief (see docs/clean.md)
+    min_sentences: int | None = bounded(2, ge=0, doc="C4: sentences in C4-kept lines")
+    min_words_per_line: int = bounded(5, ge=0, doc="C4 (TFDS): a line with fewer is not kept")
+    min_line_punct_frac: float | None = bounded(
+        0.12, ge=0.0, le=1.0, doc='FineWeb: lines ending .!?"'
+    )
+    max_short_lines_frac: float | None = bounded(
+        0.67, ge=0.0, le=1.0, doc="FineWeb: lines <= 30 chars"
+    )
+    max_fineweb_dup_line_chars_frac: float | None = bounded(
+        0.01, ge=0.0, le=1.0, doc="FineWeb code"
+    )
+    max_newlines_per_word: float | None = bounded(0.3, ge=0.0, doc="FineWeb list_ratio")
 
     def validate(self, path: str) -> None:
         for i, kind in enumerate(self.redact_pii):
@@ -158,9 +182,9 @@ def _reasons(fails: np.ndarray) -> list[list[str]]:
     return [[RULE_NAMES[j] for j in np.flatnonzero(row)] for row in fails]
 
 
-def clean_part(item: tuple[int, str], cfg: CleanConfig, out_dir: str) -> dict[str, Any]:
+def clean_part(item: PartItem, cfg: CleanConfig, out_dir: str) -> dict[str, Any]:
     """Clean one input part; writes part-i (kept) and rejected/part-i (if any were dropped)."""
-    index, in_path = item
+    index, in_path = item.index, item.path
     try:
         table = read_table(Path(in_path))
     except Exception as exc:  # pyarrow raises several types for a damaged file
@@ -231,7 +255,7 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "clean needs an upstream stage with parts (download)")
     fn = functools.partial(clean_part, cfg=cfg, out_dir=str(ctx.out_dir))
-    items = [(i, str(p)) for i, p in enumerate(ctx.input_parts)]
+    items = [PartItem(i, str(p)) for i, p in enumerate(ctx.input_parts)]
     sums, outputs, counts = _Sums(), [], []
     wave = max(WAVE_PARTS, 8 * ctx.executor.workers)  # summaries held at once
     for w in range(0, len(items), wave):
@@ -242,4 +266,4 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=_reduce(sums, counts, cfg), counts=counts)
 
 
-STAGE = Stage("clean", CleanConfig, run, version="1", needs=("download",))
+STAGE = Stage("clean", CleanConfig, run, version="2", needs=("download",))  # 2: v2 rules

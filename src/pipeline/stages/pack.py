@@ -18,9 +18,9 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from pipeline.config import bounded, setting
+from pipeline.config import bounded, option, setting
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_json, read_json_file, save_npy
+from pipeline.io import atomic_write_json, save_npy
 from pipeline.packing import (
     Packing,
     concat_docs_split,
@@ -31,16 +31,23 @@ from pipeline.packing import (
 from pipeline.parts import group_parts as io_group_parts
 from pipeline.parts import part_name, read_table, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
+from pipeline.text_files import read_json_file
 
 
 @dataclass(frozen=True)
 class PackConfig:
-    strategy: Literal["bfd", "concat", "naive"] = "bfd"  # see docs/packing.md; bfd cuts fewest
-    seq_len: int = bounded(2048, ge=2, le=1 << 20)  # tokens per sequence (EOS included)
-    by_source: bool = True  # pack each source apart: every sequence has one source (shard weights)
-    sequences_per_part: int = bounded(8192, ge=1)  # sequences per output part (parallel unit)
+    strategy: Literal["bfd", "concat", "naive"] = option(
+        "bfd", "see docs/packing.md; bfd cuts fewest"
+    )
+    seq_len: int = bounded(2048, ge=2, le=1 << 20, doc="tokens per sequence (EOS included)")
+    by_source: bool = option(
+        True, "pack each source apart: every sequence has one source (shard weights)"
+    )
+    sequences_per_part: int = bounded(8192, ge=1, doc="sequences per output part (parallel unit)")
     # ~180 B per document of one window in the driver; fewer documents: one window, global packing
-    window_docs: int = bounded(1_000_000, ge=1)  # pack whole parts in windows of <= this many docs
+    window_docs: int = bounded(
+        1_000_000, ge=1, doc="pack whole parts in windows of <= this many docs"
+    )
 
 
 # ---------------------------------------------------------------- pure core

@@ -1,5 +1,7 @@
-"""Save and load a Tokenizer as a Hugging Face `tokenizer.json` (byte-level BPE), and write the
-folder `save_pretrained` would write, so `AutoTokenizer.from_pretrained(folder)` loads it.
+"""A Tokenizer as a Hugging Face `tokenizer.json` (byte-level BPE): its bytes (`dumps`), the files
+of the folder `save_pretrained` would write (`pretrained_files`, so
+`AutoTokenizer.from_pretrained(folder)` loads it), and `load` of a tokenizer.json a recipe names
+(reading user input, as sources/ do). Writing them into a run folder is the tokenize stage's.
 
 The file holds a BPE model (vocab in GPT-2's byte-to-unicode alphabet, merges as "a b"
 strings), a `Split` pre-tokenizer with our pattern followed by `ByteLevel(use_regex=False)`,
@@ -10,7 +12,6 @@ the same ids as we do. Writing the folder needs no transformers: the files are p
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import regex
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_write_bytes, read_json_file
+from pipeline.text_files import read_json_file
 from pipeline.tokenizer.bpe import Tokenizer
 from pipeline.tokenizer.model import EOS, PAD, BpeModel
 from pipeline.tokenizer.pretokenize import GPT2_PATTERN, compile_pattern
@@ -114,13 +115,6 @@ def dumps(tok: Tokenizer) -> bytes:
     return (json.dumps(to_json(tok), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
 
 
-def save(tok: Tokenizer, path: Path) -> str:
-    """Write tokenizer.json atomically; returns its sha256 (the tokenizer fingerprint)."""
-    data = dumps(tok)
-    atomic_write_bytes(Path(path), data)
-    return hashlib.sha256(data).hexdigest()
-
-
 PRETRAINED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -169,14 +163,6 @@ def pretrained_files(tok: Tokenizer, tokenizer_json: bytes) -> dict[str, bytes]:
         "tokenizer_config.json": js(tokenizer_config(tok)),
         "special_tokens_map.json": js(special_tokens_map(tok)),
     }
-
-
-def save_pretrained(tok: Tokenizer, folder: Path) -> list[str]:
-    """Write the `save_pretrained` folder (each file atomically); returns the file names."""
-    files = pretrained_files(tok, dumps(tok))
-    for name, data in files.items():
-        atomic_write_bytes(Path(folder) / name, data)
-    return list(files)
 
 
 def _pattern(pre: Any, where: str) -> str:

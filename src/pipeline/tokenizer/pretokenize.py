@@ -63,13 +63,6 @@ def special_splitter(specials: Iterable[str]) -> regex.Pattern | None:
     return regex.compile("(" + "|".join(regex.escape(t) for t in toks) + ")")
 
 
-def split_specials(text: str, splitter: regex.Pattern | None) -> list[str]:
-    """[text, special, text, special, ...]: odd positions are special tokens (maybe empty texts)."""
-    if splitter is None:
-        return [text]
-    return splitter.split(text)
-
-
 def pretokenize(text: str, pattern: regex.Pattern | None = None) -> list[str]:
     """The pieces of `text` (no special-token handling); "".join(pieces) == text."""
     return (pattern or compile_pattern()).findall(text)

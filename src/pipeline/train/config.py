@@ -11,7 +11,7 @@ import difflib
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pipeline.config import SEED_LIMIT, bounded, build_config
+from pipeline.config import SEED_LIMIT, bounded, build_config, option
 from pipeline.errors import RecipeError
 from pipeline.recipe import apply_overrides, check_size, read_yaml
 
@@ -20,36 +20,40 @@ from pipeline.recipe import apply_overrides, check_size, read_yaml
 class PretrainConfig:
     RECIPE_SECTION: ClassVar[str] = "pretrain"
 
-    run_dir: str = "data/demo"  # the data run whose shard/ and tokenize/ it reads (--run)
+    run_dir: str = option("data/demo", "the data run whose shard/ and tokenize/ it reads (--run)")
     # model: a pre-norm GPT; seq_len and vocab come from the shards and the tokenizer
-    n_layer: int = bounded(2, ge=1, le=96)  # transformer blocks
-    n_head: int = bounded(2, ge=1)  # attention heads; d_model must divide by it
-    d_model: int = bounded(64, ge=8)  # width (embedding and residual stream)
-    dropout: float = bounded(0.0, ge=0.0, lt=1.0)  # on attention output, MLP output, embedding
+    n_layer: int = bounded(2, ge=1, le=96, doc="transformer blocks")
+    n_head: int = bounded(2, ge=1, doc="attention heads; d_model must divide by it")
+    d_model: int = bounded(64, ge=8, doc="width (embedding and residual stream)")
+    dropout: float = bounded(0.0, ge=0.0, lt=1.0, doc="on attention output, MLP output, embedding")
     # optimiser: AdamW (betas 0.9, 0.95), linear warmup then cosine decay to min_lr
-    lr: float = bounded(3e-3, gt=0.0, le=10.0)  # peak learning rate
-    min_lr: float = bounded(3e-4, ge=0.0)  # where the cosine decay ends, at the last step
-    warmup_steps: int = bounded(10, ge=0)  # linear warmup from 0 to lr
-    weight_decay: float = bounded(0.1, ge=0.0)  # AdamW decay on matrices (not norms, biases)
-    grad_clip: float = bounded(1.0, ge=0.0)  # max global gradient norm; 0 = no clipping
+    lr: float = bounded(3e-3, gt=0.0, le=10.0, doc="peak learning rate")
+    min_lr: float = bounded(3e-4, ge=0.0, doc="where the cosine decay ends, at the last step")
+    warmup_steps: int = bounded(10, ge=0, doc="linear warmup from 0 to lr")
+    weight_decay: float = bounded(0.1, ge=0.0, doc="AdamW decay on matrices (not norms, biases)")
+    grad_clip: float = bounded(1.0, ge=0.0, doc="max global gradient norm; 0 = no clipping")
     # batch: tokens per optimiser step = batch_size x grad_accum x world size x seq_len
-    batch_size: int = bounded(4, ge=1)  # sequences per micro-batch per rank
-    grad_accum: int = bounded(1, ge=1)  # micro-batches summed into one optimiser step
+    batch_size: int = bounded(4, ge=1, doc="sequences per micro-batch per rank")
+    grad_accum: int = bounded(1, ge=1, doc="micro-batches summed into one optimiser step")
     # budget: one of the two (max_tokens wins when both are set)
-    max_steps: int | None = bounded(100, ge=1)  # optimiser steps
-    max_tokens: int | None = bounded(None, ge=1)  # or train tokens (rounded up to whole steps)
+    max_steps: int | None = bounded(100, ge=1, doc="optimiser steps")
+    max_tokens: int | None = bounded(None, ge=1, doc="or train tokens (rounded up to whole steps)")
     # eval
-    eval_every: int = bounded(50, ge=0)  # steps between shard/eval evaluations; 0 = only at end
-    eval_tokens: int = bounded(65536, ge=1)  # tokens of shard/eval per evaluation (front first)
-    eval_texts: list[str] = dataclasses.field(default_factory=list)  # held-out .jsonl/.txt: BPB
-    save_every: int = bounded(50, ge=0)  # steps between checkpoints; 0 = only at the end
-    seed: int = bounded(0, ge=0, lt=SEED_LIMIT)  # model init, dropout and data order
-    order: Literal["auto", "global", "sequential", "shard_block"] = "global"  # sampler order
-    loader_workers: int = bounded(0, ge=0)  # DataLoader worker processes (0: the prefetch thread)
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: cuda when available
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 on a GPU that has it
-    compile: bool = False  # torch.compile the model (GPU runs; minutes of compile on CPU)
-    threads: int = bounded(1, ge=0)  # torch CPU threads per process; 0 = torch's default
+    eval_every: int = bounded(50, ge=0, doc="steps between shard/eval evaluations; 0 = only at end")
+    eval_tokens: int = bounded(65536, ge=1, doc="tokens of shard/eval per evaluation (front first)")
+    eval_texts: list[str] = option(factory=list, doc="held-out .jsonl/.txt files: bits per byte")
+    save_every: int = bounded(50, ge=0, doc="steps between checkpoints; 0 = only at the end")
+    seed: int = bounded(0, ge=0, lt=SEED_LIMIT, doc="model init, dropout and data order")
+    order: Literal["auto", "global", "sequential", "shard_block"] = option(
+        "global", "sampler order"
+    )
+    loader_workers: int = bounded(
+        0, ge=0, doc="DataLoader worker processes (0: the prefetch thread)"
+    )
+    device: Literal["auto", "cpu", "cuda"] = option("auto", "auto: cuda when available")
+    precision: Literal["auto", "fp32", "bf16"] = option("auto", "auto: bf16 on a GPU that has it")
+    compile: bool = option(False, "torch.compile the model (GPU runs; minutes of compile on CPU)")
+    threads: int = bounded(1, ge=0, doc="torch CPU threads per process; 0 = torch's default")
 
     def validate(self, path: str) -> None:
         if self.d_model % self.n_head:

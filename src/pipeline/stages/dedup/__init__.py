@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from pipeline.config import recipe_key, setting
 from pipeline.dedup import cluster as cl
-from pipeline.dedup import exact
+from pipeline.dedup import exact, measure
 from pipeline.dedup.lsh import band_bucket_rows, band_mult, sig_name
 from pipeline.dedup.minhash import minhash_texts
 from pipeline.errors import DataError
@@ -32,6 +33,7 @@ from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.dedup import files, reduce
 from pipeline.stages.dedup.config import DedupConfig
+from pipeline.stages.dedup.measured import log_measured, measure_payload, measured_stats
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
 EXAMPLE_DOCS = 5  # documents shown per example cluster
@@ -154,6 +156,23 @@ def _part_decisions(
     return decision, cluster
 
 
+def _sample_part(
+    item: tuple[int, int, int], work_dir: str, num_buckets: int, ranges: int, seed: int, k: int
+) -> dict[str, np.ndarray]:
+    """Measurement draw, per part: its `k` near-dropped documents and `k` documents with
+    shingles of smallest seeded key (the driver keeps the global smallest: a uniform sample)."""
+    index, lo, hi = item
+    decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
+    idx = np.arange(lo, hi, dtype=np.int64)
+    near = decision == cl.NEAR_DUP
+    ok = ~np.asarray(files.load(work_dir, "empty", index))
+    keys, dropped, clusters = measure.bottom_k(
+        measure.sample_keys(idx[near], seed, 1), k, idx[near], cluster[near]
+    )
+    rkeys, docs = measure.bottom_k(measure.sample_keys(idx[ok], seed, 2), k, idx[ok])
+    return {"keys": keys, "dropped": dropped, "clusters": clusters, "rkeys": rkeys, "docs": docs}
+
+
 def _apply_part(
     item: tuple[int, Path, int, int],
     work_dir: str,
@@ -161,12 +180,14 @@ def _apply_part(
     num_buckets: int,
     ranges: int,
     shown: np.ndarray,
+    want: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Map 2: write part `index`'s kept and rejected rows; return its counts and its rows among
-    the example documents `shown` (sorted global indices)."""
+    """Map 2: write part `index`'s kept and rejected rows; return its counts, its rows among
+    the example documents `shown` (sorted global indices) and what `want` asks to measure."""
     index, path, lo, hi = item
     decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
     table = read_table(path)
+    payload = measure_payload(table, lo, decision, cluster, want) if want else None
     for col in ("cluster", "reasons"):  # a re-run on dedup output: ours replace the old ones
         if col in table.column_names:
             table = table.drop_columns([col])
@@ -193,7 +214,37 @@ def _apply_part(
                     "text": rec["text"][:EXAMPLE_CHARS],
                 }
             )
-    return {"outputs": outputs, "counts": counts, "examples": rows}
+    return {"outputs": outputs, "counts": counts, "examples": rows, "measure": payload}
+
+
+def _draw(
+    cfg: DedupConfig, ctx: StageContext, plan: reduce.Plan, num_buckets: int, ranges: int, seed: int
+) -> dict[str, Any]:
+    """The seeded samples: near-dropped documents (precision) and documents (recall)."""
+    k = max(cfg.precision_sample_pairs, cfg.recall_sample_docs)
+    fn = functools.partial(
+        _sample_part,
+        work_dir=str(plan.work),
+        num_buckets=num_buckets,
+        ranges=ranges,
+        seed=seed,
+        k=k,
+    )
+    got = ctx.executor.map(fn, plan.ranges, desc="dedup: measure sample")
+    cat = {key: np.concatenate([g[key] for g in got]) for key in got[0]} if got else {}
+    _, dropped, clusters = measure.bottom_k(
+        cat["keys"], cfg.precision_sample_pairs, cat["dropped"], cat["clusters"]
+    )
+    _, docs = measure.bottom_k(cat["rkeys"], cfg.recall_sample_docs, cat["docs"])
+    return {
+        "dropped": dropped,
+        "dropped_clusters": clusters,
+        "docs": docs,
+        "rows": np.union1d(dropped, docs),
+        "clusters": np.unique(clusters),
+        "ngram": cfg.ngram,
+        "seed": seed,
+    }
 
 
 def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
@@ -217,17 +268,29 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     hist, num, docs, top_ids, top_sizes, shown = reduce.clusters(
         cfg, ctx, plan, ranges, EXAMPLE_DOCS
     )
+    num_buckets = (1 << plan.bits) if cfg.exact == "hash_set" else 0
+    t_measure, want = time.perf_counter(), None
+    if cfg.near and (cfg.precision_sample_pairs or cfg.recall_sample_docs):
+        want = _draw(cfg, ctx, plan, num_buckets, ranges, seed)
+    t_measure = time.perf_counter() - t_measure
     fn = functools.partial(
         _apply_part,
         work_dir=str(plan.work),
         out_dir=ctx.out_dir,
-        num_buckets=(1 << plan.bits) if cfg.exact == "hash_set" else 0,
+        num_buckets=num_buckets,
         ranges=ranges,
         shown=shown,
+        want=want,
     )
     items = [(i, plan.parts[i], lo, hi) for i, lo, hi in plan.ranges]
     results = ctx.executor.map(fn, items, desc="dedup: write")
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
+    if want is not None:
+        t0 = time.perf_counter()
+        stats.update(measured_stats(cfg, want, results))
+        t_measure += time.perf_counter() - t0 + sum(r["measure"]["seconds"] for r in results)
+        stats["measure_seconds"] = round(t_measure, 3)
+        log_measured(ctx, stats)
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(
         cl.summary_stats(

@@ -6,28 +6,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import SEED_LIMIT, bounded
+from pipeline.config import SEED_LIMIT, bounded, option
 from pipeline.dedup.lsh import optimal_bands
 from pipeline.errors import RecipeError
 
 
 @dataclass(frozen=True)
 class DedupConfig:
-    exact: Literal["hash_set", "bloom", "off"] = "hash_set"  # exact-dup index; off = skip exact
-    bloom_fp_rate: float = bounded(1e-6, gt=0.0, lt=1.0)  # bloom: target false-positive rate
-    bloom_expected_docs: int | None = bounded(None, ge=1)  # bloom: n for sizing; None = input docs
-    near: bool = True  # MinHash LSH near-duplicate removal on/off
-    threshold: float = bounded(0.8, gt=0.0, le=1.0)  # Jaccard of shingle sets to call near-dup
-    num_perm: int = bounded(128, ge=8, le=1024)  # MinHash permutations (4 bytes each per doc)
-    ngram: int = bounded(5, ge=1, le=32)  # words per shingle, on the simplified text
-    bands: int | None = bounded(None, ge=1)  # LSH bands; None = optimal for threshold
-    rows: int | None = bounded(None, ge=1)  # signature values per band; set together with bands
-    fn_weight: float = bounded(0.9, ge=0.0, le=1.0)  # weight of missed pairs vs false candidates
-    verify: Literal["exact", "estimate"] = "exact"  # candidate check: shingle sets or signatures
-    keep: Literal["first", "longest", "quality"] = "first"  # cluster member that survives
-    seed: int | None = bounded(None, ge=0, lt=SEED_LIMIT)  # MinHash seed; None: the stage's
-    batch_docs: int = bounded(250, ge=1)  # documents per numpy batch: temporaries stay cache-sized
-    num_examples: int = bounded(5, ge=0)  # example clusters shown in the report
+    exact: Literal["hash_set", "bloom", "off"] = option(
+        "hash_set", "exact-dup index; off = skip exact"
+    )
+    bloom_fp_rate: float = bounded(1e-6, gt=0.0, lt=1.0, doc="bloom: target false-positive rate")
+    bloom_expected_docs: int | None = bounded(
+        None, ge=1, doc="bloom: n for sizing; None = input docs"
+    )
+    near: bool = option(True, "MinHash LSH near-duplicate removal on/off")
+    threshold: float = bounded(0.8, gt=0.0, le=1.0, doc="Jaccard of shingle sets to call near-dup")
+    num_perm: int = bounded(128, ge=8, le=1024, doc="MinHash permutations (4 bytes each per doc)")
+    ngram: int = bounded(5, ge=1, le=32, doc="words per shingle, on the simplified text")
+    bands: int | None = bounded(None, ge=1, doc="LSH bands; None = optimal for threshold")
+    rows: int | None = bounded(None, ge=1, doc="signature values per band; set together with bands")
+    fn_weight: float = bounded(
+        0.9, ge=0.0, le=1.0, doc="weight of missed pairs vs false candidates"
+    )
+    verify: Literal["exact", "estimate"] = option(
+        "exact", "candidate check: shingle sets or signatures"
+    )
+    keep: Literal["first", "longest", "quality"] = option("first", "cluster member that survives")
+    seed: int | None = bounded(None, ge=0, lt=SEED_LIMIT, doc="MinHash seed; None: the stage's")
+    batch_docs: int = bounded(
+        250, ge=1, doc="documents per numpy batch: temporaries stay cache-sized"
+    )
+    num_examples: int = bounded(5, ge=0, doc="example clusters shown in the report")
+    # measured in the run (docs/dedup.md): exact Jaccard of a seeded sample; 0 turns one off
+    precision_sample_pairs: int = bounded(200, ge=0, doc="merged pairs (dropped, kept) checked")
+    recall_sample_docs: int = bounded(1000, ge=0, doc="documents whose every pair is compared")
 
     def validate(self, path: str) -> None:
         if (self.bands is None) != (self.rows is None):

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import bounded, input_path, setting
+from pipeline.config import bounded, input_path, option, setting
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import part_name, write_table
 from pipeline.progress import Progress
-from pipeline.sources import SOURCES, Malformed, Record, hf
+from pipeline.sources import SOURCES, Malformed, Record, builtin, hf
 from pipeline.sources.files import expand_paths, paths_and_label
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.stages.download.split import Parse, read_split, rejected_table, write_part
@@ -32,20 +32,36 @@ MAX_EXAMPLES = 5
 
 @dataclass(frozen=True)
 class DownloadConfig:
-    source: str = "tinystories"  # a registered source (`pipeline datasets`): corpus, jsonl, toy...
-    path: str | None = input_path()  # jsonl/parquet/text: a file, a folder or a glob
-    text_field: str = "text"  # jsonl/parquet/hf: the field holding the document text
-    id_field: str | None = "id"  # jsonl/parquet/hf: id field; absent ids become file:line (hf: row)
-    hf_path: str | None = None  # hf: hub name (org/name), local data folder or save_to_disk folder
-    hf_name: str | None = None  # hf: the dataset's config name (load_dataset's `name`)
-    split: str = "train"  # hf: the split to read (load_dataset slicing like 'train[:1%]' works)
-    streaming: bool = False  # hf: stream rows (nothing prepared in the cache; stops at max_docs)
-    revision: str | None = None  # hf: hub branch, tag or commit; null: the default branch
-    separator: str | None = None  # text: split files on lines equal to this; null: 1 doc/file
-    max_docs: int | None = bounded(None, ge=1)  # stop after this many documents (toy: how many)
-    docs_per_part: int = bounded(5000, ge=1)  # documents per Parquet part (the unit of parallelism)
-    max_malformed_fraction: float = bounded(0.05, ge=0.0, le=1.0)  # stop the run above this share
-    toy_junk_fraction: float = bounded(0.15, ge=0.0, le=1.0)  # toy: share of junk documents
+    source: str = option(
+        "tinystories", "a registered source (`pipeline datasets`): corpus, jsonl, toy..."
+    )
+    path: str | None = input_path(doc="jsonl/parquet/text: a file, a folder or a glob")
+    text_field: str = option("text", "jsonl/parquet/hf: the field holding the document text")
+    id_field: str | None = option(
+        "id", "jsonl/parquet/hf: id field; absent ids become file:line (hf: row)"
+    )
+    hf_path: str | None = option(
+        None, "hf: hub name (org/name), local data folder or save_to_disk folder"
+    )
+    hf_name: str | None = option(None, "hf: the dataset's config name (load_dataset's `name`)")
+    split: str = option(
+        "train", "hf: the split to read (load_dataset slicing like 'train[:1%]' works)"
+    )
+    streaming: bool = option(
+        False, "hf: stream rows (nothing prepared in the cache; stops at max_docs)"
+    )
+    revision: str | None = option(None, "hf: hub branch, tag or commit; null: the default branch")
+    separator: str | None = option(
+        None, "text: split files on lines equal to this; null: 1 doc/file"
+    )
+    max_docs: int | None = bounded(None, ge=1, doc="stop after this many documents (toy: how many)")
+    docs_per_part: int = bounded(
+        5000, ge=1, doc="documents per Parquet part (the unit of parallelism)"
+    )
+    max_malformed_fraction: float = bounded(
+        0.05, ge=0.0, le=1.0, doc="stop the run above this share"
+    )
+    toy_junk_fraction: float = bounded(0.15, ge=0.0, le=1.0, doc="toy: share of junk documents")
 
     def validate(self, path: str) -> None:
         if self.source not in SOURCES:
@@ -189,7 +205,19 @@ def _run_serial(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     }
     if examples:
         stats["malformed_examples"] = examples
+    stats.update(_cache_stats(cfg, ctx))
     return StageResult(outputs=writer.outputs, stats=stats, counts=[counts])
+
+
+def _cache_stats(cfg: DownloadConfig, ctx: StageContext) -> dict[str, Any]:
+    """A builtin's cached files: how each was checked; a warning for an unverified one."""
+    if cfg.source not in builtin.BUILTINS:
+        return {}
+    status = builtin.cache_status(cfg.source)
+    for name, how in status.items():
+        if how.startswith(builtin.UNVERIFIED):
+            ctx.log.warning("[download] %s: %s", name, how)
+    return {"cache_verification": status}
 
 
 STAGE = Stage("download", DownloadConfig, run, version="1")

@@ -25,7 +25,6 @@ from pipeline.config import recipe_key, setting, with_keys
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
 from pipeline.parts import read_table
-from pipeline.quality import reference as refmod
 from pipeline.quality.features import (
     DEFAULT_WEIGHTS,
     HASH_SEED,
@@ -35,12 +34,8 @@ from pipeline.quality.features import (
 )
 from pipeline.quality.logreg import Model, model_bytes, roc_auc
 from pipeline.quality.ngram import char_script_share
-from pipeline.quality.train import read_seed_set
 from pipeline.stage import Stage, StageContext, StageResult
-from pipeline.stages.quality import classifier as clfstage
-from pipeline.stages.quality import lm as lmstage
-from pipeline.stages.quality import partcols, parttasks
-from pipeline.stages.quality import write as writepart
+from pipeline.stages.quality import classifier, lm, partcols, parttasks, write
 from pipeline.stages.quality.config import QualityConfig
 
 MODEL_FILE = "model.npz"
@@ -51,7 +46,7 @@ RULE_SETTING = {
     "pareto": "pareto_alpha",
 }
 # Toy junk kinds a quality score is meant to catch; dups are dedup's job, pii/lorem clean's.
-UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
+UNSPACED_SHARE = lm.UNSPACED_SHARE  # this much Han/Kana/Thai/...: no heuristic score
 
 
 # ---------------------------------------------------------------- per-part work (map)
@@ -81,25 +76,6 @@ def _scan_part(
         "unspaced": int(unspaced.sum()),
         "has_labels": has_labels,
     }
-
-
-def _fit_part(part: int, folder: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The part's arrays a fit chooses rows by: heuristic, heur_lm (the heuristic, 1 for
-    unspaced scripts: it counts whitespace words and English stop words, meaningless for
-    Chinese or Japanese, so those documents join the reference on coherence alone), scorable,
-    chars."""
-    cols = partcols.load(folder, part)
-    cols["heur_lm"] = np.where(cols["unspaced"], 1.0, cols["heuristic"])
-    return {k: cols[k] for k in keys}
-
-
-def _gather(ctx: StageContext, folder: Path, parts: int, keys: tuple[str, ...]) -> list:
-    """Those arrays over all parts, in part order (one key concatenated at a time)."""
-    if not keys:
-        return []
-    fn = functools.partial(_fit_part, folder=folder, keys=keys)
-    got = ctx.executor.map(fn, list(range(parts)), desc="quality fit inputs")
-    return [np.concatenate([g.pop(k) for g in got]) for k in keys]
 
 
 def _score_part(item: tuple[int, Path], model: Model, max_chars: int, folder: Path) -> int:
@@ -157,8 +133,8 @@ class _Scored:
 
 def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path) -> _Scored:
     """Every per-document column goes to the parts' files under `folder`; the driver holds
-    the arrays the fits choose rows by (self reference: heur_lm, scorable, characters; pseudo
-    labels: heuristic, scorable, characters) only while they run, and only those needed."""
+    the arrays the pseudo-label fit chooses rows by (heuristic, scorable, characters)
+    while it runs; the self reference is drawn from the download parts (lm.self_reference)."""
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
     lm_ran = (
         cfg.score in ("combined", "coherence") or bool(cfg.max_perplexity) or cfg.perplexity_buckets
@@ -182,18 +158,15 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     if lm_ran:
         # the seed set teaches coherence too; clean's rejects do not (they are short or
         # boilerplate, not incoherent, and would teach the classifier a domain)
-        extra = read_seed_set(cfg.seed_set_path, cfg.max_chars) if cfg.seed_set_path else None
-        exact = cfg.reference == refmod.SELF and offsets[-1] <= lmstage.SELF_EXACT_MAX_DOCS
-        ref_in = _gather(ctx, folder, len(parts), ("heur_lm", "scorable", "chars") if exact else ())
-        lm = lmstage.fit_reference(cfg, ctx, *(ref_in or (None,) * 3), offsets, folder)
-        del ref_in
-        if lm.scorer is not None:
-            lm_sizes = lmstage.score_all(ctx, lm, offsets, cfg.max_chars, extra, folder)
+        extra = classifier.read_seed_set(cfg.seed_set_path) if cfg.seed_set_path else None
+        fitted = lm.fit_reference(cfg, ctx)
+        if fitted.scorer is not None:
+            lm_sizes = lm.score_all(ctx, fitted, cfg.max_chars, extra, folder)
             names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
             names.append("combined")
-        lm_info = {**lm.info, "heuristic_not_applied_unspaced_docs": unspaced}
-        del lm
+        lm_info = {**fitted.info, "heuristic_not_applied_unspaced_docs": unspaced}
+        del fitted
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
 
@@ -203,7 +176,7 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
                 cols = partcols.load(folder, i)
                 yield cols["heuristic"], cols["scorable"], cols["chars"]
 
-        model, info = clfstage.train_or_load(cfg, ctx, part_cols, offsets)
+        model, info = classifier.train_or_load(cfg, ctx, part_cols, offsets)
     if model is not None:
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
         ctx.executor.map(fn, list(enumerate(parts)), desc="quality score")
@@ -231,7 +204,7 @@ def _bucket_cuts(cfg: QualityConfig, ctx: StageContext, sc: _Scored) -> tuple[di
     sizes = {("ppl", s): n for s, n in sc.lm["per_script"].items()}
     q = parttasks.exact_quantiles(ctx.executor, sc.plan, len(sc.offsets) - 1, sizes, (0.3, 0.6))
     cuts = {g[1]: (float(v[0]), float(v[1])) for g, v in q.items()}
-    return cuts, {"bucket_cutoffs_p30_p60": lmstage.cut_report(cuts)}
+    return cuts, {"bucket_cutoffs_p30_p60": lm.cut_report(cuts)}
 
 
 def _write(
@@ -243,7 +216,7 @@ def _write(
     cuts: dict | None,
 ) -> list[dict]:
     """Write every part: each task applies the decided rule to its own columns."""
-    spec = writepart.WriteSpec(
+    spec = write.WriteSpec(
         sc.plan,
         cfg.keep_rule,
         cfg.min_score,
@@ -255,7 +228,7 @@ def _write(
     )
     picks = parttasks.decile_picks(ctx.executor, sc.plan, len(parts), sc.n_ok)
     items = [(i, p, rule_args[i], picks[i], cuts) for i, p in enumerate(parts)]
-    fn = functools.partial(writepart.write_part, out_dir=ctx.out_dir, spec=spec)
+    fn = functools.partial(write.write_part, out_dir=ctx.out_dir, spec=spec)
     return ctx.executor.map(fn, items, desc="quality write")
 
 
@@ -267,14 +240,14 @@ def _lm_report(cfg: QualityConfig, ctx: StageContext, sc: _Scored, sums: dict, e
         n = sc.lm["scorable"]
         med = parttasks.median(ctx.executor, sc.plan, len(sc.offsets) - 1, group, n)
         out["perplexity_histogram"] = {
-            **lmstage.perplexity_histogram(sums["perplexity"], med, cfg.max_perplexity),
+            **lm.perplexity_histogram(sums["perplexity"], med, cfg.max_perplexity),
             "key": recipe_key(cfg, "max_perplexity"),
             "direction": "max",
         }
-        out["per_script"] = lmstage.per_script(sums["per_script"])
+        out["per_script"] = lm.per_script(sums["per_script"])
         out.update(extra)
     if "coherence" in sc.names:
-        out["coherence_histogram"] = writepart.histogram(sums["hists"]["coherence"], None)
+        out["coherence_histogram"] = write.histogram(sums["hists"]["coherence"], None)
     return out
 
 
@@ -295,7 +268,7 @@ def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path)
     rule_args, threshold = _rule_args(cfg, ctx, sc)
     cuts, extra = _bucket_cuts(cfg, ctx, sc)
     written = _write(cfg, ctx, parts, sc, rule_args, cuts)
-    sums = writepart.sum_summaries(written)
+    sums = write.sum_summaries(written)
     examples = {d: v for w in written for d, v in w["examples"].items()}
     outputs = [o for w in written for o in w["outputs"]]
     if sc.model is not None and not cfg.model_path:
@@ -310,10 +283,10 @@ def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path)
         # an exactly rounded sum (numpy's pairwise one is not splittable by part)
         "score_mean": round(sums["sum"] / sums["ok"], 4) if sums["ok"] else None,
         "score_histogram": {
-            **writepart.histogram(sums["hists"]["score"], threshold),
+            **write.histogram(sums["hists"]["score"], threshold),
             "key": recipe_key(cfg, RULE_SETTING[cfg.keep_rule]),
         },
-        "heuristic_histogram": writepart.histogram(sums["hists"]["heuristic"], None),
+        "heuristic_histogram": write.histogram(sums["hists"]["heuristic"], None),
         **_lm_report(cfg, ctx, sc, sums, extra),
         "decile_examples": [
             {
@@ -340,4 +313,4 @@ def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path)
 
 
 # clean's rejects join the bad class when the run has a clean stage (clean_rejects_as_bad)
-STAGE = Stage("quality", QualityConfig, run, version="2", needs=("download",), uses=("clean",))
+STAGE = Stage("quality", QualityConfig, run, version="3", needs=("download",), uses=("clean",))

@@ -7,24 +7,83 @@ from __future__ import annotations
 
 import functools
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.errors import DataError
+from pipeline.io import atomic_write_bytes
 from pipeline.parts import read_table
 from pipeline.quality import pseudo, select
-from pipeline.quality.features import STAT_NAMES
+from pipeline.quality.features import HASH_SEED, STAT_NAMES, hashed_features, stats_matrix
 from pipeline.quality.logreg import Model, load_model
-from pipeline.quality.sgd import SgdParams
-from pipeline.quality.train import featurise, fit_classifier, read_seed_set, write_texts
+from pipeline.quality.sgd import Rows, SgdParams, decode_rows, encode_rows, summarise
+from pipeline.quality.train import fit_classifier, parse_seed_set
 from pipeline.stage import StageContext
+from pipeline.text_files import read_text_file
 
 if TYPE_CHECKING:
     from pipeline.stages.quality.config import QualityConfig
 
 CLASSIFIER_FEATS_DIR = "classifier-features"  # temporary: per-part training rows
+
+
+def read_seed_set(path: str) -> tuple[list[str], np.ndarray]:
+    """Texts and labels of the JSONL seed set at `path` (small: read whole, BOM-aware)."""
+    return parse_seed_set(read_text_file(Path(path), "seed set"), path)
+
+
+def write_rows(path: Path, rows: Rows) -> dict:
+    """Save `rows` as a feature file (atomically); returns its summary (sgd.summarise)."""
+    atomic_write_bytes(path, encode_rows(rows))
+    return {"path": str(path), **summarise(rows)}
+
+
+def read_rows(path: str | Path) -> Rows:
+    return decode_rows(Path(path).read_bytes())
+
+
+@dataclass(frozen=True)
+class FeatureSource:
+    """Labelled local rows of one part."""
+
+    path: Path  # the part
+    rows: np.ndarray  # int64 [m]: local rows
+    labels: np.ndarray  # int8 [m]: 1 good, 0 bad
+    holdout: np.ndarray  # bool [m]: held out of training
+
+
+@dataclass(frozen=True)
+class FeatureJob:
+    """Task argument of featurise: the rows of one feature file."""
+
+    sources: tuple[FeatureSource, ...]
+    out: Path  # the feature file
+
+
+def featurise(job: FeatureJob, dims: int, max_chars: int) -> dict:
+    """Task: features and statistics of the given local rows of one or more parts, written
+    with their labels and holdout flags to one feature file; returns its summary
+    (write_rows)."""
+    texts: list[str] = []
+    for src in job.sources:
+        col = read_table(src.path, columns=["text"]).column("text").to_pylist()
+        texts += [col[i] for i in src.rows]
+    y = np.concatenate([src.labels for src in job.sources]).astype(np.int8)
+    holdout = np.concatenate([src.holdout for src in job.sources]).astype(bool)
+    return write_texts(Path(job.out), texts, y, holdout, dims, max_chars)
+
+
+def write_texts(
+    out: Path, texts: list[str], y: np.ndarray, holdout: np.ndarray, dims: int, max_chars: int
+) -> dict:
+    """Featurise `texts` into the feature file `out`; its summary also counts the characters
+    read (the sample's size against train_max_chars)."""
+    X = hashed_features(texts, dims, HASH_SEED, max_chars)
+    summary = write_rows(out, Rows(X, stats_matrix(texts, max_chars), y, holdout))
+    return {**summary, "chars": sum(min(len(t), max_chars) for t in texts)}
 
 
 def train_or_load(
@@ -87,7 +146,7 @@ def _train(
     for i, p in enumerate(ctx.input_parts):
         m = part_of == i
         if m.any():
-            labelled.append((p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m]))
+            labelled.append(FeatureSource(p, pl.rows[m] - offsets[i], pl.y[m], pl.holdout[m]))
     # file k holds pseudo-labelled part k and rejected part k: mini-batches see both classes
     # (a file of rejects alone would make every step of it a step towards "bad")
     items = []
@@ -95,15 +154,15 @@ def _train(
         sources = labelled[k : k + 1]
         for p, rows in rejects[k : k + 1]:
             no = np.zeros(len(rows), bool)
-            sources.append((p, rows, no.astype(np.int8), no))
-        items.append((sources, feats / f"part-{k:05d}.npz"))
+            sources.append(FeatureSource(p, rows, no.astype(np.int8), no))
+        items.append(FeatureJob(tuple(sources), feats / f"part-{k:05d}.npz"))
     dims = 1 << cfg.hash_bits
     fn = functools.partial(featurise, dims=dims, max_chars=cfg.max_chars)
     summaries = ctx.executor.map(fn, items, desc="quality features") if items else []
     params = SgdParams(
         cfg.l2, cfg.epochs, cfg.min_steps, cfg.batch_size, cfg.learning_rate, ctx.seed
     )
-    model, info = fit_classifier(summaries + seed_file, pl, params, dims, cfg.max_chars)
+    model, info = fit_classifier(summaries + seed_file, pl, params, dims, cfg.max_chars, read_rows)
     return model, {**info, **counts}
 
 
@@ -117,7 +176,7 @@ def _labelled_extras(
     files: list[dict] = []
     counts = {"seed_set_docs": 0, "clean_reject_docs": 0}
     if cfg.seed_set_path:  # a labelled seed set is small: featurised here
-        texts, y = read_seed_set(cfg.seed_set_path, cfg.max_chars)
+        texts, y = read_seed_set(cfg.seed_set_path)
         no = np.zeros(len(y), bool)
         files.append(write_texts(feats / "seed.npz", texts, y, no, dims, cfg.max_chars))
         counts["seed_set_docs"] = len(texts)

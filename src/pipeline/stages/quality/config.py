@@ -3,11 +3,11 @@ steps (pipeline.stages.quality.classifier, .lm) can name them without importing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pipeline.config import bounded, input_path
+from pipeline.config import bounded, input_path, option
 from pipeline.errors import RecipeError
 from pipeline.quality import reference as refmod
 from pipeline.quality.features import DEFAULT_BIAS, DEFAULT_WEIGHTS, STAT_NAMES
@@ -19,44 +19,73 @@ def _weights() -> dict[str, float]:
 
 @dataclass(frozen=True)
 class QualityConfig:
-    # combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier
-    score: Literal["combined", "coherence", "heuristic", "classifier", "mean"] = "combined"
-    # LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file
-    reference: str = input_path("self")
-    reference_min_heuristic: float = bounded(0.5, ge=0.0, le=1.0)  # self: heuristic >= this
-    reference_max_chars: int = bounded(8_000_000, ge=1000)  # reference sample size (~2M tokens)
-    min_reference_docs: int = bounded(20, ge=2)  # per script; fewer: that script has no LM score
-    lm_order: int = bounded(4, ge=2, le=6)  # n-gram order
-    lm_folds: int = bounded(4, ge=2, le=10)  # k: a document is scored by the model without its fold
-    coherence_train_docs: int = bounded(4_000, ge=4)  # positives + negatives, seeded sample
-    max_perplexity: float | None = None  # also drop documents above this LM perplexity
-    perplexity_buckets: bool = False  # add CCNet's head/middle/tail `lm_bucket` column
-    keep_rule: Literal["min_score", "keep_fraction", "pareto"] = "min_score"  # pareto: GPT-3 style
-    min_score: float = bounded(0.5, ge=0.0, le=1.0)  # min_score: keep documents scoring >= this
-    keep_fraction: float = bounded(0.8, gt=0.0, le=1.0)  # keep_fraction: keep this best share
-    pareto_alpha: float = bounded(9.0, gt=0.0)  # pareto: keep if pareto(alpha) > 1 - score
-    heuristic_weights: dict[str, float] = field(default_factory=_weights)  # per statistic, [0, 1]
-    heuristic_bias: float = DEFAULT_BIAS  # heuristic = sigmoid(bias + weights . statistics)
-    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5)  # heuristic top/bottom share
-    pseudo_bad_below: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-bad also needs heuristic < this
-    pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0)  # pseudo-good also needs >= this
-    seed_set_path: str | None = None  # JSONL of {"text", "label": good|bad} added to training
-    clean_rejects_as_bad: bool = True  # documents the clean stage rejected join the bad class
-    model_path: str | None = None  # a model.npz from an earlier run: reuse it, train nothing
-    hash_bits: int = bounded(18, ge=8, le=24)  # hashed feature space = 2^hash_bits buckets
-    l2: float = bounded(1e-2, ge=0.0)  # L2 penalty on the weights (loss is a mean over docs)
-    epochs: int = bounded(10, ge=1)  # mini-batch Adam passes over the training sample, and
-    min_steps: int = bounded(200, ge=1)  # more passes until this many steps (small samples)
-    batch_size: int = bounded(256, ge=1)  # documents per Adam step
-    learning_rate: float = bounded(0.05, gt=0.0)  # Adam step size (to 0 over the 2nd half)
-    holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0)  # pseudo-labelled share held out
-    min_train_docs: int = bounded(20, ge=1)  # per class; fewer -> on_no_spread applies
-    max_train_docs: int = bounded(200_000, ge=2)  # cap on pseudo-labelled docs (seeded sample)
-    # classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's rejects;
-    # its features go to per-part files, the driver holds one file's at a time while training
-    train_max_chars: int = bounded(30_000_000, ge=1000)
-    on_no_spread: Literal["heuristic", "error"] = "heuristic"  # no pseudo labels: fall back/stop
-    max_chars: int = bounded(100_000, ge=100)  # statistics and features read this many chars/doc
+    score: Literal["combined", "coherence", "heuristic", "classifier", "mean"] = option(
+        "combined",
+        "combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier",
+    )
+    reference: str = input_path(
+        "self", doc="LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file"
+    )
+    reference_min_heuristic: float = bounded(0.5, ge=0.0, le=1.0, doc="self: heuristic >= this")
+    reference_max_chars: int = bounded(8_000_000, ge=1000, doc="reference sample size (~2M tokens)")
+    min_reference_docs: int = bounded(
+        20, ge=2, doc="per script; fewer: that script has no LM score"
+    )
+    lm_order: int = bounded(4, ge=2, le=6, doc="n-gram order")
+    lm_folds: int = bounded(
+        4, ge=2, le=10, doc="k: a document is scored by the model without its fold"
+    )
+    coherence_train_docs: int = bounded(4_000, ge=4, doc="positives + negatives, seeded sample")
+    max_perplexity: float | None = option(None, "also drop documents above this LM perplexity")
+    perplexity_buckets: bool = option(False, "add CCNet's head/middle/tail `lm_bucket` column")
+    keep_rule: Literal["min_score", "keep_fraction", "pareto"] = option(
+        "min_score", "pareto: GPT-3 style"
+    )
+    min_score: float = bounded(0.5, ge=0.0, le=1.0, doc="min_score: keep documents scoring >= this")
+    keep_fraction: float = bounded(0.8, gt=0.0, le=1.0, doc="keep_fraction: keep this best share")
+    pareto_alpha: float = bounded(9.0, gt=0.0, doc="pareto: keep if pareto(alpha) > 1 - score")
+    heuristic_weights: dict[str, float] = option(factory=_weights, doc="per statistic, [0, 1]")
+    heuristic_bias: float = option(DEFAULT_BIAS, "heuristic = sigmoid(bias + weights . statistics)")
+    pseudo_label_fraction: float = bounded(0.2, gt=0.0, le=0.5, doc="heuristic top/bottom share")
+    pseudo_bad_below: float = bounded(
+        0.5, ge=0.0, le=1.0, doc="pseudo-bad also needs heuristic < this"
+    )
+    pseudo_good_above: float = bounded(0.5, ge=0.0, le=1.0, doc="pseudo-good also needs >= this")
+    seed_set_path: str | None = option(
+        None, 'JSONL of {"text", "label": good|bad} added to training'
+    )
+    clean_rejects_as_bad: bool = option(
+        True, "documents the clean stage rejected join the bad class"
+    )
+    model_path: str | None = option(
+        None, "a model.npz from an earlier run: reuse it, train nothing"
+    )
+    hash_bits: int = bounded(18, ge=8, le=24, doc="hashed feature space = 2^hash_bits buckets")
+    l2: float = bounded(1e-2, ge=0.0, doc="L2 penalty on the weights (loss is a mean over docs)")
+    epochs: int = bounded(
+        10, ge=1, doc="mini-batch Adam passes over the training sample (at least: see min_steps)"
+    )
+    min_steps: int = bounded(
+        200, ge=1, doc="and more passes until this many Adam steps are made (small samples)"
+    )
+    batch_size: int = bounded(256, ge=1, doc="documents per Adam step")
+    learning_rate: float = bounded(0.05, gt=0.0, doc="Adam step size (to 0 over the 2nd half)")
+    holdout_fraction: float = bounded(0.2, ge=0.0, lt=1.0, doc="pseudo-labelled share held out")
+    min_train_docs: int = bounded(20, ge=1, doc="per class; fewer -> on_no_spread applies")
+    max_train_docs: int = bounded(200_000, ge=2, doc="cap on pseudo-labelled docs (seeded sample)")
+    train_max_chars: int = bounded(
+        30_000_000,
+        ge=1000,
+        doc="classifier sample in chars: a third each for pseudo-good, pseudo-bad and clean's "
+        "rejects; its features go to per-part files, the driver holds one file's at a time while "
+        "training",
+    )
+    on_no_spread: Literal["heuristic", "error"] = option(
+        "heuristic", "no pseudo labels: fall back/stop"
+    )
+    max_chars: int = bounded(
+        100_000, ge=100, doc="statistics and features read this many chars/doc"
+    )
 
     def validate(self, path: str) -> None:
         if self.pseudo_bad_below > self.pseudo_good_above:

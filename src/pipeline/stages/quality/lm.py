@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
@@ -22,6 +24,7 @@ from pipeline.parts import read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
+from pipeline.quality.features import DEFAULT_WEIGHTS, heuristic_score, stats_matrix
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
 from pipeline.quality.lmscore import (
     LMParams,
@@ -30,17 +33,19 @@ from pipeline.quality.lmscore import (
     coherence_of,
     fit_classifiers,
     fit_lm,
+    text_keys,
 )
-from pipeline.quality.ngram import SCRIPTS
+from pipeline.quality.ngram import SCRIPTS, char_script_share
+from pipeline.stages.clean import CleanConfig, clean_texts
 from pipeline.stages.quality import partcols
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
-# self reference: above this many documents the sample is drawn in hash order per part (bounded
-# driver memory) instead of by one seeded shuffle of every eligible row (exact; 44 B per document
-# at the driver's peak, measured at 1 GB: 10 M documents -> 0.44 GB beside the LM's 0.4 GB)
-SELF_EXACT_MAX_DOCS = 10_000_000
-SAMPLE_BATCH = 256  # parts per map while the bounded sample keeps its running prefix
-REF_CHUNK = 1 << 16  # self reference: characters summed this many documents at a time
+# self reference: the first draw reads this many times the budget's characters of raw input
+REF_OVERSAMPLE = 4
+# the self reference's own fixed clean rule: clean's published defaults, whatever the recipe's
+# clean block says, so tuning clean moves no reference document (and no score)
+REFERENCE_CLEAN = CleanConfig()
+UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
 FEATS_DIR = ".lm-features"  # per-part LM features between the scoring and coherence passes
 
 
@@ -52,105 +57,111 @@ class LMResult:
     is_self: bool = False
 
 
-def _read_rows(item: tuple[Path, np.ndarray]) -> list[str]:
-    path, rows = item
-    texts = read_table(path, columns=["text"]).column("text").to_pylist()
-    return [texts[i] for i in rows]
+def _raw_size(path: Path) -> int:
+    """Characters of a download part's text column."""
+    col = read_table(path, columns=["text"]).column("text")
+    return int(pc.sum(pc.utf8_length(col)).as_py() or 0)
 
 
-def self_reference_rows(
-    heur: np.ndarray,
-    scorable: np.ndarray,
-    chars: np.ndarray,
+def _eligible_part(
+    item: tuple[int, Path],
+    lo: float,
+    hi: float,
+    seed: int,
     min_heuristic: float,
     max_chars: int,
-    seed: int,
-) -> np.ndarray:
-    """Global rows of the `self` reference: scorable documents with heuristic >= min_heuristic,
-    in a seeded random order until they hold max_chars characters; ascending.
+    weights: dict[str, float],
+    bias: float,
+    with_clean: bool,
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """A download part's documents whose draw position (a seeded hash of the id, in [0, 1)) is
+    in [lo, hi) and that pass the reference's fixed rule: clean's default normalisation, rules
+    and PII redaction (when the run has a clean stage), then heuristic >= min_heuristic (1 for
+    unspaced scripts). Returns
+    (positions as uint64 keys, cleaned texts, characters read)."""
+    part, path = item
+    table = read_table(path)
+    n = table.num_rows
+    ids = table.column("id").to_pylist() if "id" in table.column_names else None
+    keys = draw_keys([str(i) for i in ids] if ids else [f"{part}:{r}" for r in range(n)], seed)
+    u = (keys >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    sel = np.flatnonzero((u >= lo) & (u < hi))
+    texts = table.column("text").take(pa.array(sel)).to_pylist() if len(sel) else []
+    if with_clean:
+        batch = clean_texts(texts, REFERENCE_CLEAN)
+        kept = np.flatnonzero(batch.keep)
+        out = [batch.texts[i] for i in kept]
+    else:  # no clean stage: the corpus is scored as downloaded, so is the reference
+        kept = np.arange(len(texts))
+        out = [t or "" for t in texts]
+    heur = heuristic_score(stats_matrix(out, max_chars), weights, bias) if out else np.zeros(0)
+    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in out], bool)
+    ok = np.where(unspaced, 1.0, heur) >= min_heuristic
+    ok &= np.array([bool(t[:max_chars].split()) for t in out], bool)
+    out = [t for t, k in zip(out, ok, strict=True) if k]
+    chars = np.fromiter((min(len(t), max_chars) for t in out), np.int64, len(out))
+    return keys[sel[kept[ok]]], out, chars
 
-    Shuffled in place (the swaps of `permutation(n)`, so the same order) and summed a chunk at
-    a time: one int64 per eligible document beyond the inputs."""
-    order = np.flatnonzero(scorable & (heur >= min_heuristic))
-    np.random.default_rng(seed).shuffle(order)
-    used, take = 0, len(order)
-    for lo in range(0, len(order), REF_CHUNK):
-        budget = used + np.cumsum(chars[order[lo : lo + REF_CHUNK]])
-        at = int(np.searchsorted(budget, max_chars, side="left"))
-        if at < len(budget):
-            take = lo + at + 1
+
+def draw_keys(ids: list[str], seed: int) -> np.ndarray:
+    """uint64 [n]: a document's place in the self reference's draw, a seeded hash of its id
+    (not of its row: a document keeps its place whatever else is in the corpus)."""
+    h = text_keys(ids)
+    return splitmix64(h ^ splitmix64(np.array([seed & (2**64 - 1)], np.uint64))[0])
+
+
+def self_reference(cfg: Any, ctx: Any) -> list[str]:
+    """The `self` reference, drawn from the download stage's output before clean's recipe
+    thresholds apply: every document that passes the fixed rule (`_eligible_part`), in draw
+    order, exact copies once, until reference_max_chars characters (+ the document that crosses
+    it). Bounded: each round reads only the draw positions [lo, hi) it has not read, starting
+    with REF_OVERSAMPLE x the budget's share of the input and doubling until the budget is
+    full; the result does not depend on the rounds, the parts or the workers."""
+    source = ctx.inputs.get("download") or ctx.inputs[ctx.upstream]  # by hand: the upstream
+    parts = source.parts
+    total = sum(ctx.executor.map(_raw_size, parts, desc="quality reference size"))
+    budget = cfg.reference_max_chars
+    lo, hi = 0.0, min(1.0, REF_OVERSAMPLE * budget / max(total, 1))
+    keys, texts, chars = [], [], []
+    weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
+    while True:
+        fn = functools.partial(
+            _eligible_part,
+            lo=lo,
+            hi=hi,
+            seed=ctx.seed,
+            min_heuristic=cfg.reference_min_heuristic,
+            max_chars=cfg.max_chars,
+            weights=weights,
+            bias=cfg.heuristic_bias,
+            with_clean="clean" in ctx.inputs,
+        )
+        for k, t, c in ctx.executor.map(fn, list(enumerate(parts)), desc="quality reference"):
+            keys.append(k)
+            texts += t
+            chars.append(c)
+        if hi >= 1.0 or sum(int(c.sum()) for c in chars) >= budget:
             break
-        used = int(budget[-1])
-    return np.sort(order[:take])
+        lo, hi = hi, min(1.0, 2 * hi)
+    key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    size = np.concatenate(chars) if chars else np.zeros(0, np.int64)
+    out, seen, used = [], set(), 0
+    for i in np.argsort(key, kind="stable").tolist():  # ties keep part order: deterministic
+        if texts[i] in seen:
+            continue
+        seen.add(texts[i])
+        out.append(texts[i])
+        used += int(size[i])
+        if used >= budget:
+            break
+    return out
 
 
-def _budget_prefix(prio: np.ndarray, rows: np.ndarray, chars: np.ndarray, max_chars: int):
-    """The (priority, row) order's prefix until it holds max_chars characters (+ the row that
-    crosses it): self_reference_rows's rule with hash order instead of a shuffle."""
-    order = np.lexsort((rows, prio))
-    take = int(np.searchsorted(np.cumsum(chars[order]), max_chars, side="left")) + 1
-    order = order[:take]
-    return prio[order], rows[order], chars[order]
-
-
-def hashed_sample_part(
-    item: tuple[int, int], folder: Path, min_heuristic: float, max_chars: int, seed: int
-) -> tuple:
-    """One part's eligible rows in hash order, up to the budget (the global sample's
-    candidates from this part: the global prefix never needs more)."""
-    part, first = item
-    cols = partcols.load(folder, part)
-    heur_lm = np.where(cols["unspaced"], 1.0, cols["heuristic"])
-    local = np.flatnonzero(cols["scorable"] & (heur_lm >= min_heuristic))
-    rows = first + local.astype(np.int64)
-    prio = splitmix64(
-        rows.astype(np.uint64) ^ splitmix64(np.array([seed & (2**64 - 1)], np.uint64))[0]
-    )
-    return _budget_prefix(prio, rows, cols["chars"][local], max_chars)
-
-
-def hashed_reference_rows(
-    executor: Any,
-    folder: Path,
-    offsets: np.ndarray,
-    min_heuristic: float,
-    max_chars: int,
-    seed: int,
-) -> np.ndarray:
-    """Rows of the `self` reference above SELF_EXACT_MAX_DOCS documents: eligible documents in
-    the order of a seeded hash of their global row until max_chars characters; ascending. The
-    driver holds a running prefix and one batch of parts' candidates (each at most the
-    budget's worth), not the corpus."""
-    fn = functools.partial(
-        hashed_sample_part,
-        folder=folder,
-        min_heuristic=min_heuristic,
-        max_chars=max_chars,
-        seed=seed,
-    )
-    items = [(i, int(offsets[i])) for i in range(len(offsets) - 1)]
-    best = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    for lo in range(0, len(items), SAMPLE_BATCH):  # a running prefix: bounded, not O(parts)
-        got = executor.map(fn, items[lo : lo + SAMPLE_BATCH], desc="quality reference sample")
-        merged = [np.concatenate([best[k], *(g[k] for g in got)]) for k in range(3)]
-        best = _budget_prefix(*merged, max_chars)
-    return np.sort(best[1])
-
-
-def fit_reference(
-    cfg: Any,
-    ctx: Any,
-    heur: np.ndarray | None,
-    scorable: np.ndarray | None,
-    chars: np.ndarray | None,
-    offsets: np.ndarray,
-    folder: Path | None = None,
-) -> LMResult:
+def fit_reference(cfg: Any, ctx: Any) -> LMResult:
     """Read the reference and fit the fold LMs (the classifiers come after the corpus pass,
-    see `fit_coherence`). A `self` reference is drawn from the given arrays, or (`heur` None:
-    a corpus above SELF_EXACT_MAX_DOCS) from the parts' columns in `folder`. A too-small `self`
-    reference falls back (on_no_spread: heuristic) or stops (error); a too-small file/builtin
-    always stops."""
+    see `fit_coherence`). A document's fold is a hash of its text, so the model that scores a
+    text never saw it, nor any exact copy of it. A too-small `self` reference falls back
+    (on_no_spread: heuristic) or stops (error); a too-small file/builtin always stops."""
     params = LMParams(
         order=cfg.lm_order,
         num_folds=cfg.lm_folds,
@@ -161,36 +172,11 @@ def fit_reference(
     )
     kind = refmod.describe(cfg.reference)
     if cfg.reference == refmod.SELF:
-        if heur is None:  # a corpus above SELF_EXACT_MAX_DOCS: the bounded hash-order sample
-            rows = hashed_reference_rows(
-                ctx.executor,
-                folder,
-                offsets,
-                cfg.reference_min_heuristic,
-                cfg.reference_max_chars,
-                ctx.seed,
-            )
-        else:
-            rows = self_reference_rows(
-                heur,
-                scorable,
-                chars,
-                cfg.reference_min_heuristic,
-                cfg.reference_max_chars,
-                ctx.seed,
-            )
-        part_of = np.searchsorted(offsets, rows, side="right") - 1
-        items = [(p, rows[part_of == i] - offsets[i]) for i, p in enumerate(ctx.input_parts)]
-        texts = [
-            t
-            for chunk in ctx.executor.map(_read_rows, items, desc="quality reference")
-            for t in chunk
-        ]
+        texts = self_reference(cfg, ctx)
     else:
         texts = refmod.read_reference(cfg.reference, cfg.reference_max_chars, ctx.progress)
-        rows = np.arange(len(texts), dtype=np.int64)
     ctx.log.info("[quality] reference %s: %d documents", kind, len(texts))
-    scorer, ref = fit_lm(texts, rows, params)
+    scorer, ref = fit_lm(texts, text_keys(texts), params)
     if isinstance(scorer, str):
         where = "quality.reference" if cfg.reference == refmod.SELF else cfg.reference
         if cfg.reference != refmod.SELF or cfg.on_no_spread == "error":
@@ -205,29 +191,26 @@ def fit_reference(
     return LMResult(scorer, info, ref, cfg.reference == refmod.SELF)
 
 
-def fit_coherence(
-    lm: LMResult, ref_feats: np.ndarray | None, extra: tuple | None
-) -> dict[int, Coherence]:
-    """Train the classifiers (a `self` reference reuses its documents' corpus-pass features,
-    `ref_feats`: same fold model, same numbers) and return them."""
+def fit_coherence(lm: LMResult, extra: tuple | None) -> dict[int, Coherence]:
+    """Train the classifiers on the reference and return them."""
     assert lm.scorer is not None and lm.reference is not None
-    fit_classifiers(lm.scorer, lm.reference, ref_feats if lm.is_self else None, extra)
+    fit_classifiers(lm.scorer, lm.reference, None, extra)
     lm.info["classifiers"] = lm.scorer.info["classifiers"]
     return lm.scorer.classifiers
 
 
 def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
-    """LM columns of every row of one part. `item` = (part, global row of its first row, local
-    rows of reference documents, file for the features, partcols folder, part number);
+    """LM columns of every row of one part. `item` = (part, file for the features, partcols
+    folder, part number);
     `scorer` is the scorer itself (inline) or the file a worker process loads it from (once
     per process). The features go to the file (the coherence pass reads them back), the
-    perplexity, context gain and script to the part's `lm` columns; the driver gets the
-    reference rows' features (the coherence classifiers train on them) and counts."""
-    path, first, ref_rows, feats_file, folder, part = item
+    perplexity, context gain and script to the part's `lm` columns; the driver gets counts.
+    A text is scored by the fold model of its text's hash (`text_keys`)."""
+    path, feats_file, folder, part = item
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     if isinstance(scorer, Path):
         scorer = load_scorer(scorer)
-    feats, script = scorer.features([t[:max_chars] for t in texts], first + np.arange(len(texts)))
+    feats, script = scorer.features([t[:max_chars] for t in texts], text_keys(texts))
     buf = io.BytesIO()
     np.save(buf, feats, allow_pickle=False)
     atomic_write_bytes(feats_file, buf.getvalue())
@@ -241,7 +224,6 @@ def score_part(item: tuple, scorer: LMScorer | Path, max_chars: int) -> dict[str
     scored = ~np.isnan(perplexity)
     ok = partcols.load(folder, part)["scorable"]
     return {
-        "ref_features": feats[ref_rows],
         "per_script": np.bincount(script[scored], minlength=len(SCRIPTS)).astype(np.int64),
         "scorable": int((scored & ok).sum()),
     }
@@ -256,7 +238,7 @@ def _coherence_part(item: tuple[Path, Path, int], classifiers: dict) -> int:
 
 
 def score_all(
-    ctx: Any, lm: LMResult, offsets: np.ndarray, max_chars: int, extra: tuple | None, folder: Path
+    ctx: Any, lm: LMResult, max_chars: int, extra: tuple | None, folder: Path
 ) -> dict[str, Any]:
     """score_part over every input part, the classifiers, then coherence per part from the
     saved features: the LM columns stay in the parts' files under `folder`, the driver never
@@ -267,19 +249,7 @@ def score_all(
     assert lm.scorer is not None and lm.reference is not None
     feats_dir = ctx.out_dir / FEATS_DIR
     feats_dir.mkdir(parents=True, exist_ok=True)
-    ref = lm.reference.rows if lm.is_self else np.zeros(0, np.int64)
-    part_of = np.searchsorted(offsets, ref, side="right") - 1
-    items = [
-        (
-            p,
-            int(offsets[i]),
-            ref[part_of == i] - offsets[i],
-            feats_dir / f"part-{i:05d}.npy",
-            folder,
-            i,
-        )
-        for i, p in enumerate(ctx.input_parts)
-    ]
+    items = [(p, feats_dir / f"part-{i:05d}.npy", folder, i) for i, p in enumerate(ctx.input_parts)]
     tmp = None
     if ctx.executor.workers > 1 and len(items) > 1:
         tmp = ctx.out_dir / TMP_LM_FILE
@@ -289,12 +259,10 @@ def score_all(
         parts = ctx.executor.map(fn, items, desc="quality LM score")
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-        ref_feats = np.concatenate([p.pop("ref_features") for p in parts])
-        classifiers = fit_coherence(lm, ref_feats, extra)
-        del ref_feats
+        classifiers = fit_coherence(lm, extra)
         fn2 = functools.partial(_coherence_part, classifiers=classifiers)
         ctx.executor.map(
-            fn2, [(it[3], folder, i) for i, it in enumerate(items)], desc="quality coherence"
+            fn2, [(it[1], folder, i) for i, it in enumerate(items)], desc="quality coherence"
         )
     finally:
         if tmp is not None:

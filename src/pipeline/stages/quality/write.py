@@ -19,8 +19,7 @@ import pyarrow as pa
 
 from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.quality import rank
-from pipeline.stages.quality import lm as lmstage
-from pipeline.stages.quality import partcols, parttasks
+from pipeline.stages.quality import lm, partcols, parttasks
 
 REASONS = ("low_quality", "no_words", "high_perplexity")  # why a row was dropped, by code
 HIST_BINS = 20  # score histograms: 20 bins over [0, 1]
@@ -80,7 +79,7 @@ def write_part(item: tuple, out_dir: Path, spec: WriteSpec) -> dict[str, Any]:
         columns["perplexity"] = cols["perplexity"]
         columns["context_gain"] = cols["context_gain"]
         if spec.buckets:
-            columns["lm_bucket"] = lmstage.assign_buckets(cols["perplexity"], cols["script"], cuts)
+            columns["lm_bucket"] = lm.assign_buckets(cols["perplexity"], cols["script"], cuts)
     if spec.classifier:
         columns["quality_classifier"] = cols["classifier"]
     table = read_table(path)
@@ -114,8 +113,8 @@ def write_part(item: tuple, out_dir: Path, spec: WriteSpec) -> dict[str, Any]:
         "hists": hists,
     }
     if spec.lm:
-        summary["perplexity"] = lmstage.perplexity_counts(cols["perplexity"][ok])
-        summary["per_script"] = lmstage.per_script_counts(cols, keep)
+        summary["perplexity"] = lm.perplexity_counts(cols["perplexity"][ok])
+        summary["per_script"] = lm.per_script_counts(cols, keep)
     return {"outputs": outputs, "counts": counts, "examples": examples, "summary": summary}
 
 

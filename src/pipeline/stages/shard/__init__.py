@@ -9,7 +9,6 @@ recipe's seed (what a trainer expects), `permutation_seed` and `subsample_seed` 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,43 +17,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config import RunConfig, bounded, setting
-from pipeline.errors import RecipeError
-from pipeline.io import atomic_write_json, read_json_file
+from pipeline.config import RunConfig, setting
 from pipeline.parts import group_parts as io_group_parts
 from pipeline.parts import read_table
-from pipeline.shards import FIELDS, FORMAT_VERSION, METADATA_NAME, shard_name, shard_sizes
+from pipeline.shards import (
+    FIELDS,
+    FORMAT_VERSION,
+    METADATA_NAME,
+    shard_entry,
+    shard_name,
+    shard_sizes,
+    write_metadata,
+)
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
-from pipeline.stages.shard.bounded_memory import (
+from pipeline.stages.shard.bounded import (
     SELECT_DIR,
     gather_shard,
     part_source_counts,
     recorded,
     run_bounded,
 )
-
-
-@dataclass(frozen=True)
-class ShardConfig:
-    fraction: float | None = bounded(None, gt=0.0, le=1.0)  # keep this share of sequences
-    num_samples: int | None = bounded(None, ge=1)  # or keep this many sequences (None: all)
-    source_weights: dict[str, float] | None = None  # target share per source; unlisted: excluded
-    eval_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # share of kept sequences held out
-    shard_size: int = bounded(4096, ge=1)  # sequences per .npz (32 MiB at 2048 x uint16 x 2 arrays)
-    # exact: ~112 B per sequence in the driver; above: O(parts), other bytes (docs/shards.md)
-    exact_max_sequences: int = bounded(1 << 21, ge=1)  # above: per-part subsample, Feistel shuffle
-
-    def validate(self, path: str) -> None:
-        if self.fraction is not None and self.num_samples is not None:
-            raise RecipeError(f"{path}.num_samples", "set fraction or num_samples, not both")
-        if self.source_weights is not None:
-            bad = {k: v for k, v in self.source_weights.items() if v < 0}
-            if bad:
-                raise RecipeError(f"{path}.source_weights", f"weights must be >= 0, got {bad}")
-            if not sum(self.source_weights.values()) > 0:
-                raise RecipeError(f"{path}.source_weights", "at least one weight must be > 0")
-
+from pipeline.stages.shard.config import ShardConfig
+from pipeline.text_files import read_json_file
 
 # ---------------------------------------------------------------- pure core
 
@@ -218,7 +203,7 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
         written = _write_split(ctx, sub, order, cfg, str_parts, part_of, row_of)
         per_source = _per_source(names, codes[order])
         meta = _metadata(pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source)
-        atomic_write_json(ctx.out_dir / sub / METADATA_NAME, meta)
+        write_metadata(ctx.out_dir / sub, meta)
         outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
         stats[f"sequences_{sub}"] = len(order)
         stats[f"num_shards_{sub}"] = len(written)
@@ -253,7 +238,7 @@ def _run_bounded(
     per_part: np.ndarray,
     counts: dict[str, int],
 ) -> StageResult:
-    """Above exact_max_sequences: pipeline.stages.shard.bounded_memory (no per-sequence driver
+    """Above exact_max_sequences: pipeline.stages.shard.bounded (no per-sequence driver
     state)."""
     parts = [{k: str(v) for k, v in p.items()} for p in group_parts(ctx.inputs["pack"].parts)]
     res = run_bounded(ctx, parts, names, per_part, counts, cfg.eval_fraction, cfg.shard_size)
@@ -264,7 +249,7 @@ def _run_bounded(
         written, src = res[sub]
         per_source = {s: int(c) for s, c in zip(names, src, strict=True) if c}
         meta = _metadata(pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source)
-        atomic_write_json(ctx.out_dir / sub / METADATA_NAME, meta)
+        write_metadata(ctx.out_dir / sub, meta)
         outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
         sizes[sub] = sum(w[1] for w in written)
         stats[f"sequences_{sub}"] = sizes[sub]
@@ -328,7 +313,7 @@ def _metadata(
         "eos_id": pack_meta.get("eos_id"),
         "pad_id": pack_meta.get("pad_id"),
         "packing": pack_meta.get("strategy"),
-        "shards": [{"file": w[0], "num_samples": w[1], "sha256": w[2]} for w in written],
+        "shards": [shard_entry(*w) for w in written],
         "samples_per_source": dict(sorted(per_source.items())),
         "version": FORMAT_VERSION,
     }

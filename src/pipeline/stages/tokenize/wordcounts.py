@@ -1,4 +1,5 @@
-"""Word (piece) counts as Parquet files, merged by a tree reduce of executor tasks.
+"""The tokenize stage's word (piece) counts as Parquet files, merged by a tree reduce of
+executor tasks (run-folder files and the executor: stage code, not tokenizer/).
 
 Each part's {piece: count} table is written by its own task; tasks then merge `fan_in` files
 at a time (pyarrow group-by, no Python dict) until one file is left, which the driver reads
@@ -10,13 +11,14 @@ sorts its words, so the result is the same for any grouping, worker count or exe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.io import PARQUET_KW, temp_path
+from pipeline.io import PARQUET_KW, atomic_path
 
 SCHEMA = pa.schema([("piece", pa.binary()), ("count", pa.int64())])
 FAN_IN = 8  # files merged per task: memory of a merge task ~ FAN_IN tables
@@ -42,10 +44,18 @@ def load_counts(path: Path) -> dict[str, int]:
     return {p.decode("utf-8", "surrogatepass"): c for p, c in zip(pieces, counts, strict=True)}
 
 
-def merge_files(job: tuple[str, list[str]]) -> str:
-    """Executor task: sum the counts of `paths` into `out` (inputs stay: a retry re-reads)."""
-    out, paths = job
-    table = pa.concat_tables([pq.read_table(p) for p in paths])
+@dataclass(frozen=True)
+class MergeJob:
+    """Task argument of merge_files."""
+
+    out: str  # the merged count file
+    paths: tuple[str, ...]  # count files to sum (kept: a retry re-reads them)
+
+
+def merge_files(job: MergeJob) -> str:
+    """Executor task: sum the counts of `job.paths` into `job.out`."""
+    out = job.out
+    table = pa.concat_tables([pq.read_table(p) for p in job.paths])
     merged = table.group_by("piece").aggregate([("count", "sum")])
     merged = merged.rename_columns(["piece", "count"]).select(["piece", "count"])
     _write(Path(out), merged.cast(SCHEMA))
@@ -58,7 +68,7 @@ def tree_reduce(executor: Mapper, paths: list[str], folder: Path, desc: str) -> 
     while len(paths) > 1:
         level += 1
         jobs = [
-            (str(folder / f"level{level}-{j:05d}.parquet"), paths[i : i + FAN_IN])
+            MergeJob(str(folder / f"level{level}-{j:05d}.parquet"), tuple(paths[i : i + FAN_IN]))
             for j, i in enumerate(range(0, len(paths), FAN_IN))
         ]
         merged = executor.map(merge_files, jobs, desc=f"{desc} (level {level})")
@@ -69,7 +79,5 @@ def tree_reduce(executor: Mapper, paths: list[str], folder: Path, desc: str) -> 
 
 
 def _write(path: Path, table: pa.Table) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    pq.write_table(table, tmp, **PARQUET_KW)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **PARQUET_KW)

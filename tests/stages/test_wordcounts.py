@@ -6,8 +6,8 @@ import random
 from collections import Counter
 
 from pipeline.executor import Executor
-from pipeline.tokenizer import wordcounts
-from pipeline.tokenizer.wordcounts import load_counts, save_counts, tree_reduce
+from pipeline.stages.tokenize import wordcounts
+from pipeline.stages.tokenize.wordcounts import load_counts, save_counts, tree_reduce
 
 
 def test_tree_reduce_equals_one_counter_and_cleans_up(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""tokenize: train a byte-level BPE on the input (or load a tokenizer.json), then encode every
-document with EOS appended into one token array per part.
+"""tokenize: train a byte-level BPE on the input (or load a tokenizer.json, or use a pretrained
+Hugging Face tokenizer as is: `pretrained`), then encode every document with EOS appended into
+one token array per part.
 
 Per input part i: `part-i.tokens.npy` (1-D, documents concatenated in order, uint16 when the
 vocab fits else uint32) and `part-i.docs.parquet` (id, source, num_tokens incl. EOS). Beside
@@ -9,11 +10,12 @@ writes: AutoTokenizer.from_pretrained loads it) and `meta.json`. Empty documents
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -23,17 +25,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config import bounded, setting
+from pipeline.config import bounded, option, recipe_key, setting
 from pipeline.errors import DataError, RecipeError
-from pipeline.io import atomic_write_json, save_npy
+from pipeline.io import atomic_write_bytes, atomic_write_json, save_npy
 from pipeline.parts import part_name, read_table, write_rejected, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
-from pipeline.tokenizer import hf
+from pipeline.stages.tokenize.wordcounts import load_counts, save_counts, tree_reduce
+from pipeline.tokenizer import health, hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
 from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
+from pipeline.tokenizer.pretrained import PretrainedTokenizer
 from pipeline.tokenizer.train import train_bpe
-from pipeline.tokenizer.wordcounts import load_counts, save_counts, tree_reduce
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
 HF_TOKENIZER_DIR = "hf_tokenizer"  # AutoTokenizer.from_pretrained(<run>/tokenize/hf_tokenizer)
@@ -43,16 +46,32 @@ DOC_TOKEN_EDGES = np.array([0] + [2**k for k in range(3, 21)], np.int64)
 
 @dataclass(frozen=True)
 class TokenizeConfig:
-    vocab_size: int = bounded(8192, ge=257, le=1 << 32)  # tokens in all: 256 bytes+merges+specials
-    min_frequency: int = bounded(2, ge=1)  # a pair seen fewer times in training is not merged
-    tokenizer_path: str | None = None  # a tokenizer.json to use instead of training one
-    max_train_docs: int | None = bounded(None, ge=1)  # train on at most this many docs (part order)
-    max_train_bytes: int | None = bounded(200_000_000, ge=1)  # and at most this much UTF-8 text
-    heldout_fraction: float = bounded(0.01, ge=0.0, lt=1.0)  # docs kept out of training (seeded)
-    max_word_bytes: int = bounded(256, ge=2)  # training: longer pieces are cut into such chunks
-    special_tokens: list[str] = field(default_factory=lambda: list(DEFAULT_SPECIALS))  # one id each
+    vocab_size: int = bounded(
+        8192, ge=257, le=1 << 32, doc="tokens in all: 256 bytes+merges+specials"
+    )
+    min_frequency: int = bounded(2, ge=1, doc="a pair seen fewer times in training is not merged")
+    tokenizer_path: str | None = option(None, "a tokenizer.json to use instead of training one")
+    max_train_docs: int | None = bounded(
+        None, ge=1, doc="train on at most this many docs (part order)"
+    )
+    max_train_bytes: int | None = bounded(200_000_000, ge=1, doc="and at most this much UTF-8 text")
+    heldout_fraction: float = bounded(
+        0.01, ge=0.0, lt=1.0, doc="docs kept out of training (seeded)"
+    )
+    max_word_bytes: int = bounded(256, ge=2, doc="training: longer pieces are cut into such chunks")
+    special_tokens: list[str] = option(factory=lambda: list(DEFAULT_SPECIALS), doc="one id each")
+    pretrained: str | None = option(
+        None,
+        "a Hugging Face tokenizer.json (BPE, Unigram, WordPiece; `tokenizers` extra) used as "
+        "is: no training; eos / pad are its own, else eos_token / pad_token below",
+    )
+    eos_token: str | None = option(None, "pretrained: the eos token when the tokenizer names none")
+    pad_token: str | None = option(None, "pretrained: the pad token when the tokenizer names none")
 
     def validate(self, path: str) -> None:
+        if self.pretrained is not None:
+            _validate_pretrained(self, path)
+            return
         specials = self.special_tokens
         for need in (EOS, PAD):
             if need not in specials:
@@ -72,6 +91,36 @@ class TokenizeConfig:
                 f"{len(specials)} special tokens + 1 merge = "
                 f"{256 + len(specials) + 1}, got {self.vocab_size}",
             )
+
+
+def _validate_pretrained(cfg: TokenizeConfig, path: str) -> None:
+    if cfg.tokenizer_path is not None:
+        raise RecipeError(f"{path}.pretrained", "give pretrained or tokenizer_path, not both")
+    if not Path(cfg.pretrained).is_file():
+        raise RecipeError(f"{path}.pretrained", f"no file {cfg.pretrained!r}")
+    PretrainedTokenizer(Path(cfg.pretrained), cfg.eos_token, cfg.pad_token)  # roles resolve
+
+
+def _pretrained(cfg: TokenizeConfig, parts: list[Path]) -> tuple[PretrainedTokenizer, list, dict]:
+    """The pretrained tokenizer, no training quotas, and its stats."""
+    tok = PretrainedTokenizer(Path(cfg.pretrained), cfg.eos_token, cfg.pad_token)
+    stats = {
+        "pretrained": cfg.pretrained,
+        "tokenizer_model": tok.model_type,
+        "eos_token": tok.roles["eos"],
+        "pad_token": tok.roles["pad"],
+        "eos_pad_from": f"{tok.role_source['eos']}/{tok.role_source['pad']}",
+    }
+    return tok, [0] * len(parts), stats
+
+
+def _save_pretrained(tok: PretrainedTokenizer, out_dir: Path) -> tuple[str, list[str]]:
+    """tokenizer.json copied byte for byte (its sha256 is the file's) and hf_tokenizer/."""
+    files = tok.pretrained_files()
+    atomic_write_bytes(out_dir / "tokenizer.json", files["tokenizer.json"])
+    for name, data in files.items():
+        atomic_write_bytes(out_dir / HF_TOKENIZER_DIR / name, data)
+    return tok.sha256, [f"{HF_TOKENIZER_DIR}/{n}" for n in files]
 
 
 def heldout_mask(ids: list[str], seed: int, fraction: float) -> np.ndarray:
@@ -124,12 +173,28 @@ def part_train_totals(path: Path, seed: int, fraction: float) -> tuple[int, int]
     return len(sizes), int(sizes.sum())
 
 
-def part_docs_within(item: tuple[str, int], seed: int, fraction: float) -> int:
+@dataclass(frozen=True)
+class BudgetJob:
+    """Task argument of part_docs_within: the part where the byte cap falls."""
+
+    path: str  # the part
+    budget: int  # bytes left under max_train_bytes
+
+
+@dataclass(frozen=True)
+class PartJob:
+    """Task argument of the word-count and encode tasks: one part and its training quota."""
+
+    index: int  # part number
+    path: str  # the part
+    quota: int  # its first `quota` trainable documents train the tokenizer
+
+
+def part_docs_within(job: BudgetJob, seed: int, fraction: float) -> int:
     """Trainable documents of one part whose running byte total stays <= budget (the part
     where the quota's byte cap falls)."""
-    path, budget = item
-    sizes = part_train_sizes(Path(path), seed, fraction)
-    return int(np.searchsorted(np.cumsum(sizes), budget, side="right"))
+    sizes = part_train_sizes(Path(job.path), seed, fraction)
+    return int(np.searchsorted(np.cumsum(sizes), job.budget, side="right"))
 
 
 def quota_from_totals(
@@ -166,10 +231,9 @@ def _text_bytes(table: pa.Table) -> np.ndarray:
 
 
 def part_word_counts(
-    item: tuple[str, int], seed: int, fraction: float, specials: tuple[str, ...]
+    path: str, quota: int, seed: int, fraction: float, specials: tuple[str, ...]
 ) -> Counter[str]:
     """Piece counts over the first `quota` trainable documents of one part."""
-    path, quota = item
     if quota == 0:
         return Counter()
     table, _, trainable = _read_docs(Path(path), seed, fraction)
@@ -179,17 +243,21 @@ def part_word_counts(
 
 
 def part_word_counts_file(
-    item: tuple[int, str, int], folder: str, seed: int, fraction: float, specials: tuple[str, ...]
+    job: PartJob, folder: str, seed: int, fraction: float, specials: tuple[str, ...]
 ) -> str:
     """Executor task: one part's piece counts written to `folder`; returns the file's path."""
-    index, path, quota = item
-    out = Path(folder) / f"level0-{index:05d}.parquet"
-    save_counts(out, part_word_counts((path, quota), seed, fraction, specials))
+    out = Path(folder) / f"level0-{job.index:05d}.parquet"
+    save_counts(out, part_word_counts(job.path, job.quota, seed, fraction, specials))
     return str(out)
 
 
 @lru_cache(maxsize=2)
-def _load_tokenizer(path: str, sha256: str) -> Tokenizer:
+def _load_tokenizer(
+    path: str, sha256: str, roles: tuple[str, str] | None = None
+) -> Tokenizer | PretrainedTokenizer:
+    """Ours (hf.load), or with `roles` (eos, pad) a pretrained one through `tokenizers`."""
+    if roles is not None:
+        return PretrainedTokenizer(Path(path), *roles)
     return hf.load(Path(path))  # sha256 in the key: a new file at the same path reloads
 
 
@@ -208,17 +276,18 @@ def _groups(rows: list[int], texts: list[str | None]) -> Iterator[list[int]]:
 
 
 def encode_part(
-    item: tuple[int, str, int],
+    job: PartJob,
     tok_path: str,
     tok_sha: str,
     out_dir: str,
     seed: int,
     fraction: float,
     dtype: str,
+    roles: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Encode one part (EOS after each doc); write its tokens, docs and rejected files."""
-    index, path, quota = item
-    tok = _load_tokenizer(tok_path, tok_sha)
+    index, path, quota = job.index, job.path, job.quota
+    tok = _load_tokenizer(tok_path, tok_sha, roles)
     table, empty, trainable = _read_docs(Path(path), seed, fraction)
     n = table.num_rows
     used = np.zeros(n, dtype=bool)
@@ -261,10 +330,35 @@ def encode_part(
         "heldout_tokens": int(ntok[held].sum()),
         "text_tokens": int(ntok.sum()),
         "max_doc_tokens": int(ntok.max()) if n else 0,
+        **script_sums(texts, keep, nbytes, ntok),
         "doc_token_counts": np.histogram(
             np.clip(ntok[keep], 0, DOC_TOKEN_EDGES[-1]), bins=DOC_TOKEN_EDGES
         )[0],
     }
+
+
+def script_sums(
+    texts: list[str | None], keep: np.ndarray, nbytes: np.ndarray, ntok: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Documents, UTF-8 bytes and tokens (EOS excluded) per dominant script of the encoded
+    documents `keep`: `script_docs` / `script_bytes` / `script_tokens`, int64 [scripts + 1]."""
+    scripts = np.array([health.dominant_script(texts[i] or "") for i in keep.tolist()], np.int64)
+    sums = health.by_script(scripts, nbytes[keep], ntok[keep])
+    return {f"script_{k}": v for k, v in sums.items()}
+
+
+def health_stats(
+    cfg: TokenizeConfig, tot: dict[str, Any], vocab_size: int, stats: dict[str, Any], log: Any
+) -> dict[str, Any]:
+    """Bytes/token per script and a warning (logged and kept in the report) for each script
+    outside its healthy range (pipeline.tokenizer.health)."""
+    table = health.script_table({k: tot[f"script_{k}"] for k in ("docs", "bytes", "tokens")})
+    found = health.warnings(
+        table, vocab_size, recipe_key(cfg, "vocab_size"), bool(stats.get("stopped_early"))
+    )
+    for line in found:
+        log.warning("[tokenize] %s", line)
+    return {"bytes_per_token_by_script": table, "bytes_per_token_warnings": found}
 
 
 def _train(
@@ -278,11 +372,11 @@ def _train(
 
     def docs_within(i: int, budget: int) -> int:
         fn = partial(part_docs_within, **seeded)
-        return ctx.executor.map(fn, [(str(parts[i]), budget)], desc="tokenize: quota")[0]
+        return ctx.executor.map(fn, [BudgetJob(str(parts[i]), budget)], desc="tokenize: quota")[0]
 
     quotas = quota_from_totals(totals, cfg.max_train_docs, cfg.max_train_bytes, docs_within)
     # per-part counts go to files and are merged by a tree of tasks (wordcounts.tree_reduce)
-    items = [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))]
+    items = [PartJob(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))]
     folder = ctx.out_dir / ".wordcounts"
     fn = partial(
         part_word_counts_file,
@@ -328,8 +422,28 @@ def _train(
     return tok, quotas, stats
 
 
+def _throughput(bytes_in: int, tokens: int, encode_s: float, wall_s: float) -> dict[str, float]:
+    """Encoding rates: per core (summed per-part encode time) and of the whole executor map."""
+    return {
+        "encode_tokens_per_s": round(tokens / max(encode_s, 1e-9), 1),
+        "encode_wall_mb_per_s": round(bytes_in / 1e6 / max(wall_s, 1e-9), 3),
+        "encode_wall_tokens_per_s": round(tokens / max(wall_s, 1e-9), 1),
+    }
+
+
 def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
+
+
+def _save_tokenizer(tok: Tokenizer, out_dir: Path) -> tuple[str, list[str]]:
+    """tokenizer.json and the save_pretrained folder (each file atomically); returns the
+    tokenizer fingerprint (sha256 of tokenizer.json) and the folder's files."""
+    data = hf.dumps(tok)
+    atomic_write_bytes(out_dir / "tokenizer.json", data)
+    files = hf.pretrained_files(tok, data)
+    for name, body in files.items():
+        atomic_write_bytes(out_dir / HF_TOKENIZER_DIR / name, body)
+    return hashlib.sha256(data).hexdigest(), [f"{HF_TOKENIZER_DIR}/{n}" for n in files]
 
 
 def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
@@ -340,7 +454,11 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
             "no input parts: tokenize needs an upstream "
             "stage that writes documents (e.g. download)",
         )
-    if cfg.tokenizer_path:
+    roles = None
+    if cfg.pretrained:
+        tok, quotas, stats = _pretrained(cfg, parts)
+        roles = (tok.roles["eos"], tok.roles["pad"])
+    elif cfg.tokenizer_path:
         tok = hf.load(Path(cfg.tokenizer_path))
         missing = [s for s in (EOS, PAD) if s not in tok.specials]
         if missing:
@@ -350,10 +468,10 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         quotas, stats = [0] * len(parts), setting(cfg, "tokenizer_path")
     else:
         tok, quotas, stats = _train(cfg, ctx, parts)
-    sha = hf.save(tok, ctx.out_dir / "tokenizer.json")
-    pretrained = [
-        f"{HF_TOKENIZER_DIR}/{n}" for n in hf.save_pretrained(tok, ctx.out_dir / HF_TOKENIZER_DIR)
-    ]
+    if roles is not None:
+        sha, pretrained = _save_pretrained(tok, ctx.out_dir)
+    else:
+        sha, pretrained = _save_tokenizer(tok, ctx.out_dir)
     dtype = "uint16" if tok.vocab_size <= 65536 else "uint32"  # uint16 holds ids < 65536
     fn = partial(
         encode_part,
@@ -363,18 +481,19 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         seed=ctx.seed,
         fraction=cfg.heldout_fraction,
         dtype=dtype,
+        roles=roles,
     )
     t0 = time.perf_counter()
     results = ctx.executor.map(
         fn,
-        [(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))],
+        [PartJob(i, str(p), q) for i, (p, q) in enumerate(zip(parts, quotas, strict=False))],
         desc="tokenize: encode",
     )
     wall = time.perf_counter() - t0
     meta = {
         "vocab_size": tok.vocab_size,
         "eos_id": tok.eos_id,
-        "pad_id": tok.specials[PAD],
+        "pad_id": tok.pad_id if roles is not None else tok.specials[PAD],
         "dtype": dtype,
         "tokenizer_sha256": sha,
         "special_tokens": dict(tok.specials),
@@ -394,6 +513,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         **stats,
         "bytes_per_token": _ratio(bytes_in, tot["text_tokens"]),
         "bytes_per_token_train": _ratio(tot["train_bytes"], tot["train_tokens"]),
+        **health_stats(cfg, tot, tok.vocab_size, stats, ctx.log),
         "heldout_docs": tot["heldout_docs"],
         "bytes_per_token_heldout": _ratio(tot["heldout_bytes"], tot["heldout_tokens"]),
         "doc_tokens_mean": _ratio(tot["text_tokens"], DocCounts.total(counts).docs_out),
@@ -406,6 +526,7 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
         "encode_wall_seconds": round(wall, 3),
         # single-thread rate: text bytes over the summed per-part encode time
         "encode_mb_per_s": round(bytes_in / 1e6 / max(tot["encode_seconds"], 1e-9), 3),
+        **_throughput(bytes_in, tot["tokens_out"], tot["encode_seconds"], wall),
         "tokenizer_sha256": sha,
     }
     return StageResult(outputs=outputs, stats=stats, counts=counts)

@@ -1,4 +1,6 @@
 """`pipeline shuffle`: rebalance unbalanced .npz shards into shuffled, equal ones in two phases.
+The command's file work lives here (top level, beside export and inspect); the plan of how many
+rows each output shard takes from each source is pipeline.shuffle.apportion (pure).
 
 Phase 1 permutes each input shard field by field into temp .npy files; phase 2 builds each output
 shard from a proportional slice of every source and permutes it again. All-or-nothing output;
@@ -18,50 +20,23 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import atomic_write_json, read_json_file, sha256_file
+from pipeline.io import pid_alive, sha256_file
 from pipeline.shards import (
     FORMAT_VERSION,
     METADATA_NAME,
     npz_fields,
     npz_member,
+    parse_npy_header,
     save_npz,
+    shard_entry,
     shard_name,
     shard_sizes,
+    write_metadata,
 )
-from pipeline.shuffle.stats import ShuffleStats
+from pipeline.shuffle import ShuffleStats, apportion
+from pipeline.text_files import read_json_file
 
 COPY_BYTES = 4 << 20  # copy block of both phases: the scratch memory beside field / shard
-
-
-def apportion(source_sizes: np.ndarray, out_sizes: list[int]) -> np.ndarray:
-    """[num_out, num_sources] rows each output shard takes from each source.
-
-    Cumulative takes track the proportional target E_j * n_s / N: each shard takes the floor of
-    the new target, then the rest by largest deficit (ties: lowest source). Every row is taken
-    exactly once; each entry is within about one row of proportional.
-    """
-    n_s = np.asarray(source_sizes, np.int64)
-    total = int(n_s.sum())
-    taken = np.zeros(len(n_s), np.int64)
-    out = np.zeros((len(out_sizes), len(n_s)), np.int64)
-    end = 0
-    for j, m in enumerate(out_sizes):
-        end += m
-        target = end * n_s / total
-        x = np.clip(np.floor(target).astype(np.int64) - taken, 0, n_s - taken)
-        while (diff := m - int(x.sum())) != 0:
-            deficit = target - taken - x
-            if diff > 0:
-                ok = np.flatnonzero(taken + x < n_s)
-                pick = ok[np.argsort(-deficit[ok], kind="stable")[:diff]]
-                x[pick] += 1
-            else:
-                ok = np.flatnonzero(x > 0)
-                pick = ok[np.argsort(deficit[ok], kind="stable")[:-diff]]
-                x[pick] -= 1
-        out[j] = x
-        taken += x
-    return out
 
 
 # ---------------------------------------------------------------- the command
@@ -147,8 +122,7 @@ def _row_bytes(row_shape: tuple[int, ...], dtype: np.dtype) -> int:
 def _read_rows(path: Path, a: int, b: int, out: np.ndarray, dest: np.ndarray) -> None:
     """Rows [a, b) of a work .npy into out[dest], COPY_BYTES at a time (no mmap residue)."""
     with open(path, "rb") as f:
-        np.lib.format.read_magic(f)
-        np.lib.format.read_array_header_2_0(f)
+        parse_npy_header(f)  # the one .npy header reader
         row = _row_bytes(out.shape[1:], out.dtype)
         f.seek(a * row, os.SEEK_CUR)
         step = max(1, COPY_BYTES // row)
@@ -192,7 +166,7 @@ def _phase2(
         name = shard_name(j)
         save_npz(out / name, arrays)
         del arrays
-        shards.append({"file": name, "num_samples": m, "sha256": sha256_file(out / name)})
+        shards.append(shard_entry(name, m, sha256_file(out / name)))
     return shards
 
 
@@ -237,7 +211,7 @@ def shuffle_shards(input_dir: Path, output_dir: Path, shard_size: int, seed: int
                 "num_shards": len(paths),
                 "seed_before": meta.get("seed"),
             }
-            atomic_write_json(out / METADATA_NAME, new)
+            write_metadata(out, new)
             if output_dir.exists():
                 output_dir.rmdir()  # empty, checked above
             tmp.rename(output_dir)
@@ -276,22 +250,11 @@ def sweep_stale_temps(output_dir: Path) -> list[Path]:
         return removed
     for path in parent.glob(f"{prefix}*"):
         pid = path.name[len(prefix) :]
-        if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+        # our own pid: left by an earlier call in this process that was interrupted
+        if path.is_dir() and pid.isdigit() and (int(pid) == os.getpid() or not pid_alive(int(pid))):
             _remove_uninterrupted(path)
             removed.append(path)
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # ours from an earlier call that was killed: a pid is never reused live
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove_uninterrupted(path: Path) -> None:

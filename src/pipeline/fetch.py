@@ -1,10 +1,14 @@
-"""Resumable HTTP downloads into a cache folder.
+"""Resumable HTTP downloads into a cache folder (outside any run folder). Top level, not in
+sources/: it writes (the cache, its records), and sources/ only reads; the builtin corpora
+(sources/builtin.py) fetch through it.
 
 A file streams into `<name>.part`; an interrupted download resumes with an HTTP Range request;
 the finished file is checked by size (and sha256 where known) and only then renamed into place.
-Beside it `<name>.sha256` records the size and sha256 of that first download; every later cache
-hit is re-checked against it (and against the pinned size / sha256, if any), and a cached file
-that no longer matches is downloaded again. Only http:// and https:// URLs are fetched.
+Beside it `<name>.sha256` records the size and sha256 of that first download and the size the
+server reported (`server_size`, or `placed: true` for a file found in the cache without a
+record: put there by hand); every later cache hit is re-checked against it (and against the
+pinned size / sha256, if any), and a cached file that no longer matches is downloaded again.
+Only http:// and https:// URLs are fetched.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import urllib.request
 from pathlib import Path
 
 from pipeline.errors import DataError, PipelineError, short
-from pipeline.io import atomic_write_json, sha256_file
+from pipeline.hashing import sha256_file
+from pipeline.io import atomic_write_json
 from pipeline.progress import Progress
 
 CHUNK_BYTES = 1 << 20
@@ -92,8 +97,10 @@ def fetch(
     req = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
     resp = _open(req, timeout)
     if isinstance(resp, urllib.error.HTTPError):  # 416: the partial file already holds it all
+        crange = resp.headers.get("Content-Range", "") if resp.headers else ""  # bytes */N
         resp.close()
-        total = offset
+        last = crange.rsplit("/", 1)[-1]
+        total = int(last) if last.isdigit() else None
     else:
         with resp:
             status = resp.status
@@ -147,7 +154,7 @@ def fetch(
     os.replace(part, dest)
     # recorded after the rename: a crash in between leaves a file without a record, which the
     # next run hashes and records (pinned files are checked against their pin regardless)
-    atomic_write_json(_sidecar(dest), {"size": got, "sha256": digest})
+    atomic_write_json(_sidecar(dest), {"size": got, "sha256": digest, "server_size": total})
     return dest
 
 
@@ -155,16 +162,19 @@ def _sidecar(dest: Path) -> Path:
     return dest.with_name(dest.name + ".sha256")
 
 
+def cache_record(dest: Path) -> dict:
+    """The record kept beside cached `dest` ({} when there is none or it is unreadable)."""
+    try:
+        record = json.loads(_sidecar(dest).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def cached_problem(dest: Path, size_bytes: int | None, sha256: str | None) -> str | None:
     """Why the cached `dest` cannot be used (None: it can): its size or sha256 differs from
     the pin or from the record of its first download."""
-    record: dict = {}
-    try:
-        record = json.loads(_sidecar(dest).read_text(encoding="utf-8"))
-        if not isinstance(record, dict):
-            record = {}
-    except (OSError, ValueError):
-        record = {}
+    record = cache_record(dest)
     size = dest.stat().st_size
     want_size = size_bytes if size_bytes is not None else record.get("size")
     if want_size is not None and size != want_size:
@@ -173,6 +183,6 @@ def cached_problem(dest: Path, size_bytes: int | None, sha256: str | None) -> st
     digest = sha256_file(dest)
     if want_sha is not None and digest != want_sha:
         return f"has sha256 {digest[:12]}…, expected {str(want_sha)[:12]}…"
-    if not record:  # cached before records existed: trust it once, record it from now on
-        atomic_write_json(_sidecar(dest), {"size": size, "sha256": digest})
+    if not record:  # placed by hand (or cached before records): trusted, recorded, flagged
+        atomic_write_json(_sidecar(dest), {"size": size, "sha256": digest, "placed": True})
     return None

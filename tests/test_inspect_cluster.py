@@ -1,0 +1,26 @@
+"""`inspect RUN --stage tokenize --cluster 1` gave `KeyError: 'text'` (issue 28, defect 12):
+tokenize's parts keep dedup's `cluster` column but not the text."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from pipeline.cli import main
+
+
+def test_cluster_of_a_stage_without_text_is_one_line(report_runs, capsys):
+    run = report_runs["a"]
+    part = sorted((run / "tokenize").glob("part-*.parquet"))[0]
+    columns = pq.read_schema(part).names
+    assert "cluster" in columns and "text" not in columns  # the case the issue hit
+    capsys.readouterr()
+    assert main(["inspect", str(run), "--stage", "tokenize", "--cluster", "1"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {part}: no `text` column: tokenize keeps no document text; "
+        "inspect the dedup stage's clusters (--stage dedup)"
+    )
+    kept = pq.read_table(sorted((run / "dedup").glob("part-*.parquet"))[0], columns=["cluster"])
+    cluster = kept.column("cluster")[0].as_py()
+    assert main(["inspect", str(run), "--stage", "dedup", "--cluster", str(cluster)]) == 0
+    assert capsys.readouterr().out.startswith(f"cluster {cluster}: ")  # dedup still works
