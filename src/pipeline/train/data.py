@@ -160,11 +160,6 @@ class TrainStream:
             drop_last=True,
         )
         self.loader = TokenLoader(ds, sampler, num_workers=workers, prefetch=2)
-        # Each DataLoader pass draws its workers' base seed from torch's global RNG unless it
-        # has a generator of its own; the pass starts in the prefetch thread, at no fixed
-        # point of the training step, so it would race dropout for the global RNG and break
-        # exact resume. The loader's own DataLoader gets a private generator.
-        self.loader._loader.generator = torch.Generator().manual_seed(seed)
         if state is not None:
             try:
                 self.loader.load_state_dict(state)
