@@ -34,7 +34,7 @@ def _pretrain(cmd_head: list[str], recipe: Path, out: Path) -> dict:
     return json.loads((out / "report.json").read_text())
 
 
-@pytest.mark.slow  # three Python processes importing torch: ~40 s on the loaded 2-core box
+# three Python processes importing torch: ~25 s of the suite on an idle 2-core box
 def test_two_gloo_ranks_equal_one_process_at_the_same_global_batch(tiny_run, tmp_path):
     one = _pretrain([sys.executable], _recipe(tmp_path / "one.yaml", tiny_run, 4), tmp_path / "a")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]

@@ -68,7 +68,7 @@ def test_bits_per_byte_scores_every_token_of_the_text(tiny_run):
     assert windows[0][0][0] == 1 and all(len(x) == len(y) <= 32 for x, y in windows)
 
 
-@pytest.mark.slow  # a subprocess importing torch: ~15 s on the loaded 2-core box
+# a subprocess importing torch: ~15 s
 def test_kill_9_leaves_the_last_good_checkpoint_and_resume_finishes_exactly(tiny_cfg, tmp_path):
     """A run checkpointing every step is killed with SIGKILL mid-run; the checkpoint left loads,
     and resuming from it reproduces the uninterrupted losses."""
