@@ -41,6 +41,9 @@ from pipeline.recipe import load_recipe  # noqa: E402
 from pipeline.sources import toy  # noqa: E402
 from pipeline.stages.clean import CleanConfig, clean_texts  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_quality_real import shakespeare_pages  # noqa: E402
+
 CORPORA = Path("/work/shared/corpora")
 # sources whose every document is meant as running text: the >= 97 % target applies
 TARGETS = (
@@ -102,14 +105,7 @@ def _csv_reviews(path: Path) -> list[str]:
 
 def _shakespeare() -> list[str]:
     """Pages of whole speeches, ~2000 characters each (the file has no document breaks)."""
-    text = (CORPORA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
-    pages, cur = [], ""
-    for speech in text.split("\n\n"):
-        cur = f"{cur}\n\n{speech}" if cur else speech
-        if len(cur) >= 2000:
-            pages.append(cur)
-            cur = ""
-    return pages
+    return shakespeare_pages(sys.maxsize)
 
 
 def _ptb(n_lines: int = 40) -> list[str]:

@@ -116,6 +116,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", required=True, type=int, help="shuffle seed (>= 0)")
     _common(p)
 
+    p = sub.add_parser("pretrain", help="train the proxy GPT on a run's shards (docs/pretrain.md)")
+    p.add_argument("--config", type=Path, required=True, help="pretrain recipe YAML")
+    p.add_argument("--run", type=Path, help="data run folder (default: pretrain.run_dir)")
+    p.add_argument("--out-dir", type=Path, help="default: <run>/pretrain")
+    p.add_argument("--set", action="append", default=[], metavar="pretrain.KEY=VALUE")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument("--force", action="store_true", help="start over an existing checkpoint")
+    _common(p)
+
+    p = sub.add_parser("ablate", help="train the same proxy on several runs, compare BPB")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="data run folders")
+    p.add_argument("--config", type=Path, required=True, help="pretrain recipe YAML")
+    p.add_argument("--eval-texts", nargs="+", required=True, metavar="F", help=".jsonl/.txt")
+    p.add_argument("--seeds", default=None, help="comma-separated, default: pretrain.seed")
+    p.add_argument("--set", action="append", default=[], metavar="pretrain.KEY=VALUE")
+    p.add_argument("--out-dir", type=Path, default=Path("outputs/ablate"), help="results")
+    _common(p)
+
     p = sub.add_parser("bench", help="measure loader throughput on a shard folder")
     p.add_argument(
         "--shards",
@@ -338,6 +356,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from pipeline.train.cli import run_pretrain
+
+    if text := run_pretrain(args):  # empty on ranks > 0 under torchrun
+        print(text)
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from pipeline.train.cli import run_ablate
+
+    print(run_ablate(args))
+    return 0
+
+
 MAX_ERROR_CHARS = 500
 MAX_HINT_CHARS = 2000  # a hint is what to do: paths and URLs in it are kept whole
 
@@ -357,6 +390,8 @@ COMMANDS = {
     "shuffle": cmd_shuffle,
     "export": cmd_export,
     "bench": cmd_bench,
+    "pretrain": cmd_pretrain,
+    "ablate": cmd_ablate,
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from pipeline.config import ExecutorConfig, RunConfig
 from pipeline.reference_keys import REFERENCE_KEYS, SHORTHAND
 from pipeline.stages import STAGES
+from pipeline.train.config import PretrainConfig  # torch-free: the `pretrain:` block only
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -88,6 +89,14 @@ def generate() -> str:
             *table(stage.config_cls),
             "",
         ]
+    lines += [
+        "## `pretrain:` (its own recipe file, `pipeline pretrain` / `pipeline ablate`)",
+        "",
+        f"`PretrainConfig` in `{_source(PretrainConfig)}`; see docs/pretrain.md.",
+        "",
+        *table(PretrainConfig),
+        "",
+    ]
     return "\n".join(lines + reference_keys_section())
 
 

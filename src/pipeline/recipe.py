@@ -128,6 +128,8 @@ def build_recipe(raw: dict[str, Any], path: str = "") -> Recipe:
     classes = {"": RunConfig, **{name: s.config_cls for name, s in STAGES.items()}}
     check_block_keys(raw, run_keys, classes)  # the reference pipeline's names in a block
     for key in raw:
+        if key == "pretrain":  # the proxy-training block has its own command
+            raise RecipeError(key, "a pretrain recipe: run it with `pipeline pretrain --config`")
         if key not in run_keys and key not in STAGES:
             check_top_level(str(key), classes)  # its flat names: the error names our key
             close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)

@@ -155,3 +155,16 @@ def test_train_loop_example_resumes_exactly_on_another_world_size(tmp_path, caps
     assert len(set(prints)) == 14  # every step a different batch: the equality means something
     assert out["full"][-1][2] < out["full"][0][2]  # it trains
     assert "resumed == uninterrupted: True" in capsys.readouterr().out
+
+
+def test_a_pass_leaves_torch_global_rng_alone(ds):
+    """Each DataLoader pass draws its workers' base seed; from a private generator, so a pass
+    started by a prefetch thread cannot race the training step (dropout) for torch's global
+    RNG: the draw after a pass equals the draw with no pass at all."""
+    torch.manual_seed(7)
+    want = torch.rand(4)
+    torch.manual_seed(7)
+    (lo,) = loaders(ds, 1, 8, 0)
+    for _ in zip(range(3), lo, strict=False):
+        pass
+    assert torch.equal(torch.rand(4), want)

@@ -64,6 +64,7 @@ class TokenLoader:
         as_torch: bool = True,
         seed: int | None = None,
     ):
+        import torch
         from torch.utils.data import DataLoader
 
         if len(dataset) != sampler.num_samples:
@@ -76,7 +77,11 @@ class TokenLoader:
             )
         self.dataset, self.sampler = dataset, sampler
         self.num_workers, self.as_torch = num_workers, as_torch
-        self.worker_init = WorkerInit(sampler.seed if seed is None else int(seed), sampler.epoch)
+        base_seed = sampler.seed if seed is None else int(seed)
+        self.worker_init = WorkerInit(base_seed, sampler.epoch)
+        # Each DataLoader pass draws its workers' base seed from the generator it is given, else
+        # from torch's global RNG: a pass started by a prefetch thread would then race the
+        # training step (dropout) for the global RNG, and exact resume would break.
         self._loader = DataLoader(
             _BatchDataset(dataset),
             batch_sampler=sampler,
@@ -85,6 +90,7 @@ class TokenLoader:
             pin_memory=pin_memory,
             prefetch_factor=prefetch if num_workers > 0 else None,
             worker_init_fn=self.worker_init,
+            generator=torch.Generator().manual_seed(base_seed),
         )
         self._delivered: dict[str, Any] | None = None  # sampler state after the last batch out
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError
+from pipeline.urlfs import url_filesystem
 
 CACHE_BYTES = 64 << 30  # default bound of the local cache (64 GiB)
 CHUNK = 8 << 20  # bytes per read from the URL
@@ -33,20 +34,10 @@ def is_url(path: Any) -> bool:
 
 def open_url(url: str) -> tuple[Any, str]:
     """(pyarrow FileSystem, path inside it) for `url`."""
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
     try:
-        fs, root = pafs.FileSystem.from_uri(url)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        try:
-            import fsspec
-
-            ffs, root = fsspec.core.url_to_fs(url)
-        except (ImportError, ValueError) as exc:
-            raise DataError(url, f"no filesystem for this URL ({exc})") from None
-        fs = pafs.PyFileSystem(pafs.FSSpecHandler(ffs))
-    return fs, root.rstrip("/")
+        return url_filesystem(url)
+    except LookupError as exc:
+        raise DataError(url, f"no filesystem for this URL ({exc})") from None
 
 
 def default_cache_dir(url: str) -> Path:

@@ -74,10 +74,56 @@ def build_report(manifest: Any, order: list[str], old: dict[str, Any] | None = N
             sections.append(old_sections[name])
     rank = {name: i for i, name in enumerate(order)}
     sections.sort(key=lambda s: rank.get(s["stage"], len(rank)))
+    trained = pretrain_section(manifest.run_dir)
+    if trained is not None:
+        sections.append(trained)
     info = manifest.report or {}
     recipe = info.get("recipe", (old or {}).get("recipe"))
     seed = info.get("seed", (old or {}).get("seed"))
     return {"recipe": recipe, "seed": seed, "stages": sections}
+
+
+PRETRAIN_REPORT = "pretrain/report.json"  # written by `pipeline pretrain` (pipeline.train)
+CURVE_POINTS = 200  # the loss curve in the report, evenly thinned to at most this many steps
+
+
+def pretrain_section(run_dir: Path) -> dict[str, Any] | None:
+    """The `pretrain` section, from `<run>/pretrain/report.json` when there is one: loss
+    curve, eval per set (shard/eval loss and perplexity, bits per byte of each text set),
+    tokens/s, peak memory, MFU. A damaged file is left out with a warning."""
+    path = Path(run_dir) / PRETRAIN_REPORT
+    if not path.is_file():
+        return None
+    try:
+        r = read_json_file(path, "pretrain report")
+        losses = [float(x) for x in r["losses"]]
+        final = r.get("final") or {}
+        every = max(1, -(-len(losses) // CURVE_POINTS))
+        evals: dict[str, Any] = {}
+        if final.get("shard_eval"):
+            ev = final["shard_eval"]
+            evals["shard/eval"] = {"loss": ev["loss"], "perplexity": ev["perplexity"]}
+        for name, ev in (final.get("texts") or {}).items():
+            evals[Path(name).name] = {"bpb": ev["bpb"], "bytes": ev["bytes"]}
+        stats = {
+            "steps": r["steps"],
+            "tokens": r["tokens"],
+            "num_params": r["num_params"],
+            "train_loss_first": losses[0] if losses else None,
+            "train_loss_last": losses[-1] if losses else None,
+            "tokens_per_s": r["tokens_per_s"],
+            "peak_memory_mb": r["peak_memory_bytes"] / 2**20,
+            "mfu": r.get("mfu"),
+            "stall_fraction": r.get("stall_fraction"),
+            "device": r["device"],
+            "precision": r["precision"],
+            "loss_curve": [[i + 1, losses[i]] for i in range(0, len(losses), every)],
+            "eval": evals,
+        }
+    except (DataError, KeyError, TypeError, ValueError, IndexError) as exc:
+        log.warning("%s is damaged (%s): left out of the report", path, exc)
+        return None
+    return {"stage": "pretrain", "seconds": r.get("train_seconds", 0.0), "stats": stats}
 
 
 def sync_report(manifest: Any, write: bool = True) -> dict[str, Any]:

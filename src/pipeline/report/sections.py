@@ -383,6 +383,34 @@ def _shard(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     return figs or _generic(st, report)
 
 
+def _pretrain(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """The proxy model's loss curve and its eval table (pipeline pretrain)."""
+    figs = []
+    curve = st.get("loss_curve") or []
+    if curve:
+        steps, losses = [p[0] for p in curve], [p[1] for p in curve]
+        lo, hi, last = min(losses), max(losses), max(steps)
+        pts = [(s / last, (v - lo) / (hi - lo) if hi > lo else 0.5) for s, v in curve]
+        svg = line(
+            f"pretrain: train loss {fmt(hi)} (top) to {fmt(lo)} (bottom)",
+            pts,
+            xlabel=f"step (1 = step {last})",
+            ylabel="loss, scaled",
+        )
+        figs.append(figure(svg, "nats per target token, per optimiser step"))
+    ev = st.get("eval") or {}
+    if ev:
+        rows = [
+            [k, v.get("loss", ""), v.get("perplexity", ""), v.get("bpb", "")] for k, v in ev.items()
+        ]
+        figs.append(
+            figure(
+                "", "evaluation at the last step", table(["set", "loss", "ppl", "bits/byte"], rows)
+            )
+        )
+    return figs
+
+
 def _generic(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     fig = _drop_figure("stage", st)
     return [fig] if fig else []
@@ -396,6 +424,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
     "tokenize": _tokenize,
     "pack": _pack,
     "shard": _shard,
+    "pretrain": _pretrain,
 }
 
 

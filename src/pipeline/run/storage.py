@@ -32,6 +32,7 @@ from typing import Any
 
 from pipeline.errors import PipelineError
 from pipeline.io import crash_point
+from pipeline.urlfs import url_filesystem
 
 log = logging.getLogger("pipeline")
 CHUNK = 8 << 20  # bytes per read/write when copying a file to or from the URL
@@ -56,23 +57,13 @@ def open_fs(url: str) -> tuple[Any, str]:
     s3, gcs, hdfs), any other fsspec protocol through PyFileSystem(FSSpecHandler)."""
     if url in _OPEN:
         return _OPEN[url]
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
     try:
-        fs, root = pafs.FileSystem.from_uri(url)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        try:
-            import fsspec
-
-            ffs, root = fsspec.core.url_to_fs(url)
-        except (ImportError, ValueError) as exc:
-            raise PipelineError(
-                f"out_dir {url}: no filesystem for this URL ({exc}); use a local path or a URL "
-                "pyarrow or fsspec can open (s3://, gs://, hdfs://, file://, memory://)"
-            ) from None
-        fs = pafs.PyFileSystem(pafs.FSSpecHandler(ffs))
-    _OPEN[url] = (fs, root.rstrip("/"))
+        _OPEN[url] = url_filesystem(url)
+    except LookupError as exc:
+        raise PipelineError(
+            f"out_dir {url}: no filesystem for this URL ({exc}); use a local path or a URL "
+            "pyarrow or fsspec can open (s3://, gs://, hdfs://, file://, memory://)"
+        ) from None
     return _OPEN[url]
 
 
