@@ -5,13 +5,16 @@ On the import path through pytest's `pythonpath = ["tests"]`: `from helpers impo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from pipeline.config import build_config
 from pipeline.executor import Executor
@@ -19,6 +22,8 @@ from pipeline.parts import part_name, write_table
 from pipeline.recipe import apply_overrides, build_recipe
 from pipeline.run.runner import run_recipe
 from pipeline.stage import StageContext, StageInputs
+from pipeline.stages.dedup import DedupConfig
+from pipeline.stages.dedup import run as dedup_run
 from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run
 
@@ -56,6 +61,57 @@ def make_ctx(
         progress=False,
         log=logging.getLogger("test"),
     )
+
+
+def run_dedup_parts(
+    tmp_path: Path, parts: list[pa.Table], workers: int = 1, stage_seed: int = 11, **cfg
+):
+    """The dedup stage on `parts` written to <tmp_path>/in as a download output; returns
+    (StageResult, its out folder <tmp_path>/out-<workers>). `stage_seed` is the runner-derived
+    seed; `seed` in `cfg` is the dedup block's own."""
+    for i, t in enumerate(parts):
+        write_table(tmp_path / "in" / part_name(i), t)
+    out = tmp_path / f"out-{workers}"
+    out.mkdir()
+    with Executor(workers) as ex:
+        ctx = StageContext(
+            name="dedup",
+            run_dir=tmp_path,
+            out_dir=out,
+            seed=stage_seed,
+            inputs={"download": StageInputs.from_dir("download", tmp_path / "in")},
+            upstream="download",
+            executor=ex,
+            progress=False,
+        )
+        return dedup_run(DedupConfig(**cfg), ctx), out
+
+
+@contextlib.contextmanager
+def moto_s3(monkeypatch, bucket: str) -> Iterator[tuple[Any, str]]:
+    """(pyarrow S3FileSystem, URL query) of a local moto S3 server (`dev` extra) holding an empty
+    `bucket`, deleted after: moto keeps its buckets per process, across servers, so each test
+    uses a bucket of its own."""
+    server = pytest.importorskip("moto.server")
+    import pyarrow.fs as pafs
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    try:
+        host, port = moto.get_host_and_port()
+        opts = {"endpoint_override": f"{host}:{port}", "scheme": "http", "region": "us-east-1"}
+        fs = pafs.S3FileSystem(**opts, allow_bucket_creation=True, allow_bucket_deletion=True)
+        fs.create_dir(bucket)
+        yield fs, f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+        fs.delete_dir(bucket)
+    finally:
+        moto.stop()
 
 
 def fake_tokenize(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pipeline.stages.clean as clean_stage
-from helpers import make_recipe
+from helpers import make_recipe, moto_s3
 from pipeline import io
 from pipeline.errors import PipelineError
 from pipeline.run.runner import run_recipe
@@ -186,24 +186,10 @@ def test_s3_run_folder_on_a_mock_server_equals_local_run(tmp_path, local_run, mo
     """An object store for real (no rename, multipart PUTs; moto's S3 server, `dev` extra).
     workers=1: pool workers inherit the environment of the forkserver, which an earlier test
     may have started before the credentials below were set (file:// covers 2 workers)."""
-    server = pytest.importorskip("moto.server")
     import pyarrow.fs as pafs
 
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    try:
-        host, port = moto.get_host_and_port()
-        endpoint = f"{host}:{port}"
-        opts = {"endpoint_override": endpoint, "scheme": "http", "region": "us-east-1"}
-        s3 = pafs.S3FileSystem(**opts, allow_bucket_creation=True)
-        s3.create_dir("bkt")
-        url = f"s3://bkt/run?endpoint_override={endpoint}&scheme=http&region=us-east-1"
+    with moto_s3(monkeypatch, "bkt") as (s3, query):
+        url = f"s3://bkt/run?{query}"
         run_recipe(make_recipe(url, STAGES), progress=False)
         copy = tmp_path / "copy"
         for info in s3.get_file_info(pafs.FileSelector("bkt/run", recursive=True)):
@@ -213,8 +199,6 @@ def test_s3_run_folder_on_a_mock_server_equals_local_run(tmp_path, local_run, mo
                 with s3.open_input_stream(info.path) as f:
                     dest.write_bytes(f.read())
         assert state(copy) == state(local_run)
-    finally:
-        moto.stop()
 
 
 def test_local_store_is_a_no_op_with_the_url_stores_interface(tmp_path):

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from helpers import moto_s3
 from pipeline.errors import DataError
 from pipeline.loader import GlobalSampler, ShardedTokenDataset
 from pipeline.loader.dataset import RemoteTokenDataset
@@ -24,28 +25,10 @@ def _upload(fs, local, root: str) -> None:
 
 @pytest.fixture
 def s3(monkeypatch):
-    """(pyarrow S3FileSystem, URL query) of a moto server with an empty bucket `loader-remote`,
-    deleted after: moto keeps its buckets per process, across servers (test_storage uses `bkt`)."""
-    server = pytest.importorskip("moto.server")
-    import pyarrow.fs as pafs
-
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    try:
-        host, port = moto.get_host_and_port()
-        opts = {"endpoint_override": f"{host}:{port}", "scheme": "http", "region": "us-east-1"}
-        fs = pafs.S3FileSystem(**opts, allow_bucket_creation=True, allow_bucket_deletion=True)
-        fs.create_dir("loader-remote")
-        yield fs, f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
-        fs.delete_dir("loader-remote")
-    finally:
-        moto.stop()
+    """(pyarrow S3FileSystem, URL query) of a moto server with an empty bucket `loader-remote`
+    (test_storage uses `bkt`)."""
+    with moto_s3(monkeypatch, "loader-remote") as got:
+        yield got
 
 
 def test_s3_shards_read_through_a_bounded_cache(s3, tmp_path):

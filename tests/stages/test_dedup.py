@@ -11,14 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import make_recipe, run_stages
+from helpers import make_recipe, run_dedup_parts, run_stages
 from pipeline.cli import main
 from pipeline.errors import DataError, RecipeError
-from pipeline.executor import Executor
 from pipeline.inspect import inspect_cluster
-from pipeline.parts import docs_table, read_table, write_table
-from pipeline.stage import StageContext, StageInputs
-from pipeline.stages.dedup import DedupConfig, run
+from pipeline.parts import docs_table, read_table
+from pipeline.stages.dedup import DedupConfig
 
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
@@ -32,25 +30,7 @@ def _doc(seed: int, n: int = 60) -> str:
 
 
 def _run_parts(tmp_path: Path, parts: list[pa.Table], workers: int = 1, **cfg):
-    paths = []
-    for i, t in enumerate(parts):
-        paths.append(tmp_path / "in" / f"part-{i:05d}.parquet")
-        write_table(paths[-1], t)
-    out = tmp_path / "out"
-    out.mkdir()
-    with Executor(workers) as ex:
-        ctx = StageContext(
-            name="dedup",
-            run_dir=tmp_path,
-            out_dir=out,
-            seed=11,
-            inputs={"download": StageInputs.from_dir("download", tmp_path / "in")},
-            upstream="download",
-            executor=ex,
-            progress=False,
-        )
-        res = run(DedupConfig(**cfg), ctx)
-    return res, out
+    return run_dedup_parts(tmp_path, parts, workers, stage_seed=11, **cfg)
 
 
 def _read(out: Path, pattern: str) -> list[dict]:
@@ -217,9 +197,9 @@ def test_inspect_shows_a_cluster_side_by_side(tmp_path):
     words[20] = "zzzz"
     table = docs_table(["keep-me", "near-me", "other"], [a, " ".join(words), _doc(11)], ["t"] * 3)
     _run_parts(tmp_path, [table], ngram=3)
-    text = inspect_cluster(tmp_path, "out", 0, chars=1000)
+    text = inspect_cluster(tmp_path, "out-1", 0, chars=1000)
     assert "keep-me (kept)" in text and "near-me (near_dup)" in text and "[zzzz]" in text
-    assert main(["inspect", str(tmp_path), "--stage", "out", "--cluster", "5"]) == 1
+    assert main(["inspect", str(tmp_path), "--stage", "out-1", "--cluster", "5"]) == 1
 
 
 def test_batches_cap_documents_and_characters(monkeypatch):

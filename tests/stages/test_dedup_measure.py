@@ -8,13 +8,11 @@ import itertools
 import numpy as np
 import pyarrow as pa
 
+from helpers import run_dedup_parts
 from pipeline.dedup.measure import jaccard
 from pipeline.dedup.minhash import shingle_sets
-from pipeline.executor import Executor
-from pipeline.parts import docs_table, read_table, write_table
+from pipeline.parts import docs_table, read_table
 from pipeline.sources.toy import generate
-from pipeline.stage import StageContext, StageInputs
-from pipeline.stages.dedup import DedupConfig, run
 
 VOCAB = [f"w{i}" for i in range(5000)]
 
@@ -34,22 +32,7 @@ def _chain_docs(seed: int) -> list[str]:
 
 
 def _run(tmp_path, tables: list[pa.Table], workers: int = 1, **cfg):
-    for i, t in enumerate(tables):
-        write_table(tmp_path / "in" / f"part-{i:05d}.parquet", t)
-    out = tmp_path / f"out-{workers}"
-    out.mkdir()
-    with Executor(workers) as ex:
-        ctx = StageContext(
-            name="dedup",
-            run_dir=tmp_path,
-            out_dir=out,
-            seed=3,
-            inputs={"download": StageInputs.from_dir("download", tmp_path / "in")},
-            upstream="download",
-            executor=ex,
-            progress=False,
-        )
-        res = run(DedupConfig(**cfg), ctx)
+    res, out = run_dedup_parts(tmp_path, tables, workers, stage_seed=3, **cfg)
     return res.all_stats(), out
 
 
