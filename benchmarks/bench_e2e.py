@@ -1,0 +1,372 @@
+"""End-to-end CPU benchmark (not CI): the whole data pipeline on a real-text corpus, per-stage
+MB per CPU-second (driver and worker processes together), the driver's serial share, and each
+stage's rate against the machine's own limits (one GPT-2-pattern `regex` findall pass,
+`json.loads` of the JSONL lines, xxh3-128 of the text), all measured in the same invocation.
+
+    .venv/bin/python benchmarks/bench_e2e.py [--mb 80] [--workers 1,2] [--repeats 1] \
+        [--src /work/base/src --src src]
+
+Corpus: bench_scale.py's (TinyStories, WikiText-2, Dolma CC, C4, Tiny Shakespeare from
+/work/shared/corpora, perturbed copies and 4% exact/near duplicates) until `--mb` MB of text,
+as one JSONL file. Recipe: recipes/data_demo.yaml with that file as a `jsonl` download source
+(2,000 documents per part) and shards of 1,024 sequences; everything else is the demo's.
+
+Each (repeat, worker count, source tree) runs in its own subprocess with PYTHONPATH set to the
+tree, interleaved: repeat 1 runs every tree at 1 worker, then every tree at 2, then repeat 2...
+CPU time of a stage is the change, around the stage's `run`, of the CPU time of the driver and
+of every process under it (the pool's forkserver and workers: /proc utime+stime of live ones,
+plus cutime+cstime of the ones they reaped). `serial` is CPU the driver spends itself (with 2
+workers nothing but the driver should compute alone); `serial_wall` is wall time during which
+no executor map of more than one item was in flight (Amdahl's serial part, which also catches
+work moved into a one-task map or overlapped with a map). Medians over repeats.
+
+Writes outputs/benchmarks/e2e.json (`--out`). `--mb 40 --repeats 1` with two trees runs in
+about 8 minutes on 2 idle cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "outputs" / "benchmarks" / "e2e.json"
+RECIPE = ROOT / "recipes" / "data_demo.yaml"
+TICK = os.sysconf("SC_CLK_TCK")
+# GPT-2's pre-tokenizer split (tiktoken's r50k / HF's ByteLevel): the yardstick regex pass
+GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+# ---------------------------------------------------------------- CPU of a process tree
+
+
+def _children_of() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def _proc_cpu(pid: int) -> float:
+    """utime + stime + cutime + cstime of a live process, seconds (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / TICK  # fields 14-17 of proc(5)
+
+
+def tree_cpu() -> tuple[float, float]:
+    """(driver CPU s, CPU s of every other process under it, reaped ones included)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    kids = _children_of()
+    others, todo = 0.0, list(kids.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        others += _proc_cpu(pid)
+        todo += kids.get(pid, [])
+    return me.ru_utime + me.ru_stime, others + reaped.ru_utime + reaped.ru_stime
+
+
+# ---------------------------------------------------------------- one run (child process)
+
+
+class MapClock:
+    """Wall time during which a map of 2+ items is in flight on a pool of 2+ workers."""
+
+    def __init__(self) -> None:
+        self.parallel = 0.0
+        self.lock = threading.Lock()
+
+    def install(self) -> None:
+        from pipeline.executor import Executor
+
+        orig, clock = Executor._map, self
+
+        def timed(ex, fn, items, bar):
+            if ex.workers == 1 or len(items) <= 1:
+                return orig(ex, fn, items, bar)
+            t0 = time.perf_counter()
+            try:
+                return orig(ex, fn, items, bar)
+            finally:
+                with clock.lock:
+                    clock.parallel += time.perf_counter() - t0
+
+        Executor._map = timed
+
+
+def run_child(args: argparse.Namespace) -> dict:
+    import yaml
+
+    import pipeline
+    import pipeline.stages as stages_mod
+    from pipeline.recipe import build_recipe
+    from pipeline.report import load_report
+    from pipeline.run.runner import run_recipe
+
+    clock = MapClock()
+    clock.install()
+    marks: dict[str, dict] = {}
+    for name, stage in list(stages_mod.STAGES.items()):
+
+        def wrapped(cfg, ctx, _run=stage.run, _name=name):
+            d0, o0 = tree_cpu()
+            w0, p0 = time.perf_counter(), clock.parallel
+            try:
+                return _run(cfg, ctx)
+            finally:
+                d1, o1 = tree_cpu()
+                wall = time.perf_counter() - w0
+                marks[_name] = {
+                    "cpu_s": d1 + o1 - d0 - o0,
+                    "driver_cpu_s": d1 - d0,
+                    "wall_s": wall,
+                    "serial_wall_s": wall - (clock.parallel - p0),
+                }
+
+        stages_mod.STAGES[name] = dataclasses.replace(stage, run=wrapped)
+    raw = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
+    raw.update(out_dir=args.run_dir, workers=args.workers)
+    raw["download"] = {"source": "jsonl", "path": args.corpus, "docs_per_part": args.docs_per_part}
+    raw["shard"] = {**raw.get("shard", {}), "shard_size": 1024}
+    d0, o0 = tree_cpu()
+    w0 = time.perf_counter()
+    run_recipe(build_recipe(raw), progress=False)
+    wall = time.perf_counter() - w0
+    time.sleep(0.3)  # the forkserver reaps the pool's workers (their CPU moves to its cutime)
+    d1, o1 = tree_cpu()
+    report = load_report(Path(args.run_dir))
+    stages = {}
+    for entry in report["stages"]:
+        name, st = entry["stage"], entry["stats"]
+        stages[name] = {
+            **{k: round(v, 3) for k, v in marks[name].items()},
+            "bytes_in": st.get("bytes_in"),
+            "docs_in": st.get("docs_in"),
+            "docs_out": st.get("docs_out"),
+        }
+        for key in ("encode_seconds", "train_seconds", "merge_seconds", "tokens_out"):
+            if key in st:
+                stages[name][key] = st[key]
+    return {
+        "pipeline_file": pipeline.__file__,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(d1 + o1 - d0 - o0, 3),
+        "driver_cpu_s": round(d1 - d0, 3),
+        "stages": stages,
+    }
+
+
+# ---------------------------------------------------------------- the machine's limits
+
+
+def limits(corpus: Path, sample_mb: float, repeats: int) -> dict:
+    """MB/s of one core (CPU time, median of `repeats`) for a GPT-2 regex findall over the
+    texts, json.loads over the lines, and xxh3-128 over the UTF-8 texts, on the corpus's
+    first `sample_mb` MB of text."""
+    import regex
+    import xxhash
+
+    lines, texts, size = [], [], 0
+    with open(corpus, encoding="utf-8") as f:
+        for line in f:
+            lines.append(line)
+            texts.append(json.loads(line)["text"])
+            size += len(texts[-1].encode("utf-8"))
+            if size >= sample_mb * 1e6:
+                break
+    encoded = [t.encode("utf-8") for t in texts]
+    pat = regex.compile(GPT2)
+    jsonl_bytes = sum(len(x.encode("utf-8")) for x in lines)
+
+    def rate(fn, nbytes: int) -> float:
+        runs = []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            fn()
+            runs.append(time.process_time() - t0)
+        return round(nbytes / 1e6 / statistics.median(runs), 2)
+
+    return {
+        "sample_text_mb": round(size / 1e6, 2),
+        "regex_gpt2_findall_mb_per_s": rate(lambda: [pat.findall(t) for t in texts], size),
+        "json_loads_mb_per_s": rate(lambda: [json.loads(x) for x in lines], jsonl_bytes),
+        "xxh3_128_mb_per_s": rate(lambda: [xxhash.xxh3_128_digest(b) for b in encoded], size),
+    }
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+def child(src: Path, corpus: Path, run_dir: Path, workers: int, docs_per_part: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    cmd = [sys.executable, __file__, "--child", f"--corpus={corpus}", f"--run-dir={run_dir}"]
+    cmd += [f"--workers={workers}", f"--docs-per-part={docs_per_part}"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    if res.returncode != 0:
+        raise RuntimeError(f"{src} workers={workers} failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def summarise(runs: list[dict], text_bytes: int, lim: dict) -> dict:
+    """Medians over repeats of one (tree, workers): per stage and end to end."""
+    regex_rate = lim["regex_gpt2_findall_mb_per_s"]
+    med = statistics.median
+    total_cpu = med(r["cpu_s"] for r in runs)
+    out: dict = {"stages": {}}
+    for name in runs[0]["stages"]:
+        rows = [r["stages"][name] for r in runs]
+        cpu = med(x["cpu_s"] for x in rows)
+        bytes_in = rows[0]["bytes_in"] or text_bytes
+        rate = bytes_in / 1e6 / max(cpu, 1e-9)
+        out["stages"][name] = {
+            "cpu_s": round(cpu, 2),
+            "driver_cpu_s": round(med(x["driver_cpu_s"] for x in rows), 2),
+            "serial_wall_s": round(med(x["serial_wall_s"] for x in rows), 2),
+            "wall_s": round(med(x["wall_s"] for x in rows), 2),
+            "mb_in": round(bytes_in / 1e6, 2),
+            "mb_per_cpu_s": round(rate, 3),  # the stage's own input per CPU-second
+            "share_of_cpu": round(cpu / total_cpu, 3),
+            "share_of_regex_pass": round(rate / regex_rate, 3),
+            "docs_in": rows[0]["docs_in"],
+            "docs_out": rows[0]["docs_out"],
+        }
+        tok = [x for x in rows if "encode_seconds" in x]
+        if tok:  # encoding alone: summed per-part encode wall time (= CPU on an idle machine)
+            enc = med(x["encode_seconds"] for x in tok)
+            out["stages"][name]["encode_mb_per_s"] = round(bytes_in / 1e6 / enc, 3)
+            out["stages"][name]["encode_share_of_regex_pass"] = round(
+                bytes_in / 1e6 / enc / regex_rate, 3
+            )
+            out["stages"][name]["bpe_train_s"] = med(x.get("merge_seconds", 0) for x in tok)
+    driver = med(r["driver_cpu_s"] for r in runs)
+    wall = med(r["wall_s"] for r in runs)
+    stage_serial = sum(s["serial_wall_s"] for s in out["stages"].values())
+    e2e = text_bytes / 1e6 / total_cpu
+    out.update(
+        cpu_s=round(total_cpu, 2),
+        wall_s=round(wall, 2),
+        driver_cpu_s=round(driver, 2),
+        mb_per_cpu_s=round(e2e, 3),
+        share_of_regex_pass=round(e2e / regex_rate, 3),
+        serial_share=round(driver / total_cpu, 4),  # driver CPU / all CPU
+        serial_wall_share=round(stage_serial / wall, 4),
+        runner_cpu_s=round(total_cpu - sum(s["cpu_s"] for s in out["stages"].values()), 2),
+        runs=len(runs),
+    )
+    return out
+
+
+def table(results: dict) -> str:
+    """A markdown table: one row per stage, one column pair per (tree, workers)."""
+    keys = list(results["runs"])
+    head = "| stage | " + " | ".join(f"{k} MB/CPU-s (regex share)" for k in keys) + " |"
+    lines = [head, "|---" * (len(keys) + 1) + "|"]
+    stages = list(results["runs"][keys[0]]["stages"])
+    for name in stages:
+        cells = []
+        for k in keys:
+            s = results["runs"][k]["stages"][name]
+            cells.append(f"{s['mb_per_cpu_s']:.2f} ({s['share_of_regex_pass']:.0%})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    runs = [results["runs"][k] for k in keys]
+    cells = [f"**{r['mb_per_cpu_s']:.2f}** ({r['share_of_regex_pass']:.0%})" for r in runs]
+    lines.append("| end to end | " + " | ".join(cells) + " |")
+    cells = [f"{r['serial_share']:.1%} cpu, {r['serial_wall_share']:.1%} wall" for r in runs]
+    lines.append("| driver serial share | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=80.0, help="corpus size in MB of text")
+    ap.add_argument("--workers", default="1,2", help="worker counts, comma-separated")
+    ap.add_argument("--repeats", type=int, default=1, help="interleaved runs of each config")
+    ap.add_argument(
+        "--src",
+        action="append",
+        type=Path,
+        default=None,
+        help="source tree to run (repeatable; default: this checkout's src)",
+    )
+    ap.add_argument("--docs-per-part", type=int, default=2000)
+    ap.add_argument("--limit-mb", type=float, default=8.0, help="text MB the limits time")
+    ap.add_argument("--work", default=None, help="work folder (default: a new temp dir)")
+    ap.add_argument("--out", type=Path, default=OUT, help="JSON file to write")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    ap.add_argument("--run-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        args.workers = int(args.workers)
+        print(json.dumps(run_child(args)))
+        return 0
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_scale import make_corpus  # the corpus only: no pipeline import here
+
+    srcs = [s.resolve() for s in (args.src or [ROOT / "src"])]
+    workers = [int(w) for w in args.workers.split(",") if w]
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-e2e-"))
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = work / "corpus.jsonl"
+    t0 = time.perf_counter()
+    info = make_corpus(corpus, args.mb)
+    info["generate_seconds"] = round(time.perf_counter() - t0, 1)
+    print(f"corpus: {info}", file=sys.stderr)
+    lim = limits(corpus, min(args.limit_mb, args.mb), 3)
+    print(f"limits: {lim}", file=sys.stderr)
+    raw: dict[str, list[dict]] = {}
+    for rep in range(args.repeats):
+        for w in workers:
+            for i, src in enumerate(srcs):
+                key = f"{src}:w{w}" if len(srcs) > 1 else f"w{w}"
+                run_dir = work / f"run-{i}-w{w}-r{rep}"
+                t1 = time.perf_counter()
+                got = child(src, corpus, run_dir, w, args.docs_per_part)
+                raw.setdefault(key, []).append(got)
+                mbps = info["text_bytes"] / 1e6 / got["cpu_s"]
+                print(
+                    f"{key} repeat {rep}: {got['cpu_s']:.1f} CPU-s ({mbps:.2f} MB/CPU-s), "
+                    f"driver {got['driver_cpu_s']:.1f} s, wall {got['wall_s']:.1f} s "
+                    f"(ran {time.perf_counter() - t1:.0f} s)",
+                    file=sys.stderr,
+                )
+                subprocess.run(["rm", "-rf", str(run_dir)], check=False)
+    results = {
+        "benchmark": "e2e",
+        "corpus": info,
+        "cpus": os.cpu_count(),
+        "limits": lim,
+        "srcs": [str(s) for s in srcs],
+        "runs": {k: summarise(v, info["text_bytes"], lim) for k, v in raw.items()},
+        "raw": raw,
+    }
+    results["table"] = table(results)
+    print(results["table"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
