@@ -193,3 +193,36 @@ def test_cli_flag_sets_the_kind(tmp_path, capsys):
 def test_object_store_out_dir_is_a_valid_recipe_key():
     """A URL run folder is accepted by the recipe (pipeline.run.storage opens it at run time)."""
     assert build_recipe({**DOWNLOAD, "out_dir": "s3://b/run"}).run.out_dir == "s3://b/run"
+
+
+def _pid_of(_item: int) -> int:
+    return os.getpid()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_map_beside_runs_the_driver_work_during_the_map(workers):
+    """map_beside returns the map's results in item order and the background's result. With
+    2 workers the tasks run in other processes while the background runs in a thread of this
+    one (it starts before the map ends); with 1 the two run here, the map first."""
+    order: list[str] = []
+
+    def background() -> int:
+        order.append(f"background on {threading.current_thread() is threading.main_thread()}")
+        return 7
+
+    with Executor(workers) as ex:
+        pids, got = ex.map_beside(_pid_of, [0, 1, 2], background)
+    assert got == 7
+    if workers == 1:
+        assert pids == [os.getpid()] * 3 and order == ["background on True"]
+    else:
+        assert os.getpid() not in pids and order == ["background on False"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_map_beside_raises_the_background_error(workers):
+    def background() -> int:
+        raise ValueError("fit failed")
+
+    with Executor(workers) as ex, pytest.raises(ValueError, match="fit failed"):
+        ex.map_beside(_pid_of, [0, 1], background)

@@ -5,11 +5,11 @@ Results come back in item order whatever the worker count or executor, so a stag
 depends only on part i, its config and its seed writes the same bytes for any `workers`.
 
 `BaseExecutor` is the one interface of every executor (the runner and the stages use nothing
-else): `map`, `bind`, `check_shared`, `abort`, `close`, `workers`, `remote_nodes`. While the
-runner has bound a stage's ledger (pipeline.run.resume), tasks that write part files are recorded as
-they finish and a re-run after a crash returns their recorded results instead; while it has
-bound a sync (pipeline.run.remote, a URL run folder on remote nodes), each map keeps the URL
-and the driver's working copy in step.
+else): `map`, `map_beside`, `bind`, `check_shared`, `abort`, `close`, `workers`,
+`remote_nodes`. While the runner has bound a stage's ledger (pipeline.run.resume), tasks that
+write part files are recorded as they finish and a re-run after a crash returns their recorded
+results instead; while it has bound a sync (pipeline.run.remote, a URL run folder on remote
+nodes), each map keeps the URL and the driver's working copy in step.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+B = TypeVar("B")
 
 
 class TaskLedger(Protocol):
@@ -91,6 +92,40 @@ class BaseExecutor(ABC):
                 results[i] = r
         bar.close()
         return results
+
+    def map_beside(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        background: Callable[[], B],
+        desc: str = "",
+    ) -> tuple[list[R], B]:
+        """`map(fn, items, desc)` and `background()` at the same time: the driver's own serial
+        work (a model fit, a serialisation) runs in a thread of this process while the tasks
+        run in the workers, so it no longer holds the workers idle. Returns (map results,
+        background's result); an error of either is raised once both are done (the map's
+        first). When the map itself runs in this process (one worker, or one item) the two
+        run one after the other, the map first. `background` must not use the executor nor
+        share mutable state with the items, so the results equal the serial order's."""
+        items = list(items)
+        if self.workers == 1 or len(items) <= 1:
+            results = self.map(fn, items, desc)
+            return results, background()
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = background()
+            except BaseException as exc:  # raised in the driver's thread below
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, name=f"beside {desc}", daemon=True)
+        thread.start()
+        results = self.map(fn, items, desc)  # a failed map: the daemon thread is abandoned
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return results, box["value"]
 
     def _synced_map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
         sync = self._sync

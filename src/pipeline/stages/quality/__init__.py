@@ -158,7 +158,14 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         weights=weights,
         bias=cfg.heuristic_bias,
     )
-    scans = ctx.executor.map(fn, _scan_items(parts), desc="quality stats")
+    fitted: lm.LMResult | None = None
+    if lm_ran:  # the fold LMs fit on the reference in the driver while the workers scan
+        texts = lm.reference_texts(cfg, ctx)
+        fit = functools.partial(lm.fit_texts, cfg, ctx, texts)
+        scans, fitted = ctx.executor.map_beside(fn, _scan_items(parts), fit, "quality stats")
+        del texts, fit
+    else:
+        scans = ctx.executor.map(fn, _scan_items(parts), desc="quality stats")
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in scans])]).astype(np.int64)
     n_ok = sum(s["ok"] for s in scans)
     unspaced = sum(s["unspaced"] for s in scans)
@@ -167,11 +174,10 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     names = ["heuristic"]
     lm_sizes: dict[str, Any] | None = None
     lm_info: dict[str, Any] = {"status": "not_used"}
-    if lm_ran:
+    if fitted is not None:
         # the seed set teaches coherence too; clean's rejects do not (they are short or
         # boilerplate, not incoherent, and would teach the classifier a domain)
         extra = classifier.read_seed_set(cfg.seed_set_path) if cfg.seed_set_path else None
-        fitted = lm.fit_reference(cfg, ctx)
         if fitted.scorer is not None:
             lm_sizes = lm.score_all(ctx, fitted, cfg.max_chars, extra, folder)
             names += ["coherence", "combined"]

@@ -2,7 +2,8 @@
 coherence classifiers on it, write them to `lm.npz`, and score every part with them.
 
 I/O glue around the pure cores (reference, lmscore, lmfile); the stage (stages/quality/__init__.py)
-calls `fit_reference` once on the driver and `score_part` over its parts.
+calls `reference_texts` and `fit_texts` once on the driver (the fit beside its stats pass,
+`fit_coherence` beside the scoring pass: BaseExecutor.map_beside) and `score_part` over its parts.
 """
 
 from __future__ import annotations
@@ -166,11 +167,19 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
     return out
 
 
-def fit_reference(cfg: Any, ctx: Any) -> LMResult:
-    """Read the reference and fit the fold LMs (the classifiers come after the corpus pass,
-    see `fit_coherence`). A document's fold is a hash of its text, so the model that scores a
-    text never saw it, nor any exact copy of it. A too-small `self` reference falls back
-    (on_no_spread: heuristic) or stops (error); a too-small file/builtin always stops."""
+def reference_texts(cfg: Any, ctx: Any) -> list[str]:
+    """The reference documents: drawn from the run (`self`, executor maps) or read."""
+    if cfg.reference == refmod.SELF:
+        return self_reference(cfg, ctx)
+    return refmod.read_reference(cfg.reference, cfg.reference_max_chars, ctx.progress)
+
+
+def fit_texts(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
+    """Fit the fold LMs on the reference `texts` (the classifiers come after the corpus pass,
+    see `fit_coherence`); pure compute, no executor (the stage runs it beside a map). A
+    document's fold is a hash of its text, so the model that scores a text never saw it, nor
+    any exact copy of it. A too-small `self` reference falls back (on_no_spread: heuristic)
+    or stops (error); a too-small file/builtin always stops."""
     params = LMParams(
         order=cfg.lm_order,
         num_folds=cfg.lm_folds,
@@ -180,10 +189,6 @@ def fit_reference(cfg: Any, ctx: Any) -> LMResult:
         seed=ctx.seed,
     )
     kind = refmod.describe(cfg.reference)
-    if cfg.reference == refmod.SELF:
-        texts = self_reference(cfg, ctx)
-    else:
-        texts = refmod.read_reference(cfg.reference, cfg.reference_max_chars, ctx.progress)
     ctx.log.info("[quality] reference %s: %d documents", kind, len(texts))
     scorer, ref = fit_lm(texts, text_keys(texts), params)
     if isinstance(scorer, str):
@@ -286,10 +291,13 @@ def score_all(
         atomic_write_bytes(tmp, scorer_bytes(lm.scorer))
     try:
         fn = functools.partial(score_part, scorer=tmp or lm.scorer, max_chars=max_chars)
-        parts = ctx.executor.map(fn, items, desc="quality LM score")
+        # the classifiers train on the reference alone: beside the corpus pass, whose workers
+        # read the scorer from `tmp` (inline, the scorer is shared: one after the other)
+        parts, classifiers = ctx.executor.map_beside(
+            fn, items, functools.partial(fit_coherence, lm, extra), desc="quality LM score"
+        )
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-        classifiers = fit_coherence(lm, extra)
         fn2 = functools.partial(_coherence_part, classifiers=classifiers)
         ctx.executor.map(
             fn2,
