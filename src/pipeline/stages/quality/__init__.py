@@ -161,7 +161,7 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     fitted: lm.LMResult | None = None
     if lm_ran:  # the fold LMs fit on the reference in the driver while the workers scan
         texts = lm.reference_texts(cfg, ctx)
-        fit = functools.partial(lm.fit_texts, cfg, ctx, texts)
+        fit = functools.partial(lm.fit_to_score, cfg, ctx, texts)
         scans, fitted = ctx.executor.map_beside(fn, _scan_items(parts), fit, "quality stats")
         del texts, fit
     else:

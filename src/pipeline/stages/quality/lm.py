@@ -56,6 +56,7 @@ class LMResult:
     info: dict[str, Any]
     reference: Reference | None = None
     is_self: bool = False
+    scorer_file: Path | None = None  # the scorer for worker processes (`save_scorer`)
 
 
 def _raw_size(path: Path) -> int:
@@ -205,6 +206,28 @@ def fit_texts(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
     return LMResult(scorer, info, ref, cfg.reference == refmod.SELF)
 
 
+def workers_score(ctx: Any) -> bool:
+    """Whether the scoring pass runs in worker processes (they read the scorer from a file)."""
+    return ctx.executor.workers > 1 and len(ctx.input_parts) > 1
+
+
+def save_scorer(ctx: Any, lm: LMResult) -> Path:
+    """Write the scorer to the temporary file worker processes load it from (~0.4 GB of
+    tables: its serialisation is driver work, done beside the stats pass)."""
+    assert lm.scorer is not None
+    lm.scorer_file = ctx.out_dir / TMP_LM_FILE
+    atomic_write_bytes(lm.scorer_file, scorer_bytes(lm.scorer))
+    return lm.scorer_file
+
+
+def fit_to_score(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
+    """`fit_texts`, then the scorer saved for the workers when they will score."""
+    fitted = fit_texts(cfg, ctx, texts)
+    if fitted.scorer is not None and workers_score(ctx):
+        save_scorer(ctx, fitted)
+    return fitted
+
+
 def fit_coherence(lm: LMResult, extra: tuple | None) -> dict[int, Coherence]:
     """Train the classifiers on the reference and return them."""
     assert lm.scorer is not None and lm.reference is not None
@@ -285,10 +308,9 @@ def score_all(
         ScoreJob(p, feats_dir / f"part-{i:05d}.npy", folder, i)
         for i, p in enumerate(ctx.input_parts)
     ]
-    tmp = None
-    if ctx.executor.workers > 1 and len(items) > 1:
-        tmp = ctx.out_dir / TMP_LM_FILE
-        atomic_write_bytes(tmp, scorer_bytes(lm.scorer))
+    tmp = lm.scorer_file
+    if tmp is None and workers_score(ctx):
+        tmp = save_scorer(ctx, lm)
     try:
         fn = functools.partial(score_part, scorer=tmp or lm.scorer, max_chars=max_chars)
         # the classifiers train on the reference alone: beside the corpus pass, whose workers
