@@ -15,10 +15,12 @@ Each (repeat, worker count, source tree) runs in its own subprocess with PYTHONP
 tree, interleaved: repeat 1 runs every tree at 1 worker, then every tree at 2, then repeat 2...
 CPU time of a stage is the change, around the stage's `run`, of the CPU time of the driver and
 of every process under it (the pool's forkserver and workers: /proc utime+stime of live ones,
-plus cutime+cstime of the ones they reaped). `serial` is CPU the driver spends itself (with 2
-workers nothing but the driver should compute alone); `serial_wall` is wall time during which
-no executor map of more than one item was in flight (Amdahl's serial part, which also catches
-work moved into a one-task map or overlapped with a map). Medians over repeats.
+plus cutime+cstime of the ones they reaped). `serial_share` is the driver's CPU while no
+executor map of more than one item is in flight (work moved into a one-task map runs inline and
+still counts; work a thread does beside a map, BaseExecutor.map_beside, does not), plus the
+runner's CPU between stages, over all CPU; `driver_cpu_share` counts all the driver's CPU;
+`serial_wall_share` is the wall time with no such map in flight (Amdahl's serial part). Medians
+over repeats.
 
 Writes outputs/benchmarks/e2e.json (`--out`). `--mb 40 --repeats 1` with two trees runs in
 about 8 minutes on 2 idle cores.
@@ -89,11 +91,18 @@ def tree_cpu() -> tuple[float, float]:
 # ---------------------------------------------------------------- one run (child process)
 
 
+def _self_cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)  # every thread of the driver
+    return me.ru_utime + me.ru_stime
+
+
 class MapClock:
-    """Wall time during which a map of 2+ items is in flight on a pool of 2+ workers."""
+    """Wall time during which a map of 2+ items is in flight on a pool of 2+ workers, and the
+    driver's CPU in those windows (work overlapped with the workers: map_beside's thread)."""
 
     def __init__(self) -> None:
         self.parallel = 0.0
+        self.overlapped_cpu = 0.0
         self.lock = threading.Lock()
 
     def install(self) -> None:
@@ -104,12 +113,13 @@ class MapClock:
         def timed(ex, fn, items, bar):
             if ex.workers == 1 or len(items) <= 1:
                 return orig(ex, fn, items, bar)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _self_cpu()
             try:
                 return orig(ex, fn, items, bar)
             finally:
                 with clock.lock:
                     clock.parallel += time.perf_counter() - t0
+                    clock.overlapped_cpu += _self_cpu() - c0
 
         Executor._map = timed
 
@@ -130,7 +140,7 @@ def run_child(args: argparse.Namespace) -> dict:
 
         def wrapped(cfg, ctx, _run=stage.run, _name=name):
             d0, o0 = tree_cpu()
-            w0, p0 = time.perf_counter(), clock.parallel
+            w0, p0, v0 = time.perf_counter(), clock.parallel, clock.overlapped_cpu
             try:
                 return _run(cfg, ctx)
             finally:
@@ -139,6 +149,8 @@ def run_child(args: argparse.Namespace) -> dict:
                 marks[_name] = {
                     "cpu_s": d1 + o1 - d0 - o0,
                     "driver_cpu_s": d1 - d0,
+                    # the driver's CPU while no multi-item map ran: nothing overlapped it
+                    "serial_cpu_s": d1 - d0 - (clock.overlapped_cpu - v0),
                     "wall_s": wall,
                     "serial_wall_s": wall - (clock.parallel - p0),
                 }
@@ -241,6 +253,7 @@ def summarise(runs: list[dict], text_bytes: int, lim: dict) -> dict:
         out["stages"][name] = {
             "cpu_s": round(cpu, 2),
             "driver_cpu_s": round(med(x["driver_cpu_s"] for x in rows), 2),
+            "serial_cpu_s": round(med(x.get("serial_cpu_s", x["driver_cpu_s"]) for x in rows), 2),
             "serial_wall_s": round(med(x["serial_wall_s"] for x in rows), 2),
             "wall_s": round(med(x["wall_s"] for x in rows), 2),
             "mb_in": round(bytes_in / 1e6, 2),
@@ -260,7 +273,10 @@ def summarise(runs: list[dict], text_bytes: int, lim: dict) -> dict:
             out["stages"][name]["bpe_train_s"] = med(x.get("merge_seconds", 0) for x in tok)
     driver = med(r["driver_cpu_s"] for r in runs)
     wall = med(r["wall_s"] for r in runs)
-    stage_serial = sum(s["serial_wall_s"] for s in out["stages"].values())
+    stages = out["stages"].values()
+    stage_serial = sum(s["serial_wall_s"] for s in stages)
+    runner = total_cpu - sum(s["cpu_s"] for s in stages)  # between stages: the driver's
+    serial_cpu = sum(s["serial_cpu_s"] for s in stages) + runner
     e2e = text_bytes / 1e6 / total_cpu
     out.update(
         cpu_s=round(total_cpu, 2),
@@ -268,9 +284,13 @@ def summarise(runs: list[dict], text_bytes: int, lim: dict) -> dict:
         driver_cpu_s=round(driver, 2),
         mb_per_cpu_s=round(e2e, 3),
         share_of_regex_pass=round(e2e / regex_rate, 3),
-        serial_share=round(driver / total_cpu, 4),  # driver CPU / all CPU
-        serial_wall_share=round(stage_serial / wall, 4),
-        runner_cpu_s=round(total_cpu - sum(s["cpu_s"] for s in out["stages"].values()), 2),
+        driver_cpu_share=round(driver / total_cpu, 4),  # driver CPU (all its threads) / all CPU
+        # driver CPU that no multi-item map overlapped, plus the runner's between stages
+        serial_share=round(serial_cpu / total_cpu, 4),
+        serial_wall_share=round(
+            (stage_serial + (wall - sum(s["wall_s"] for s in stages))) / wall, 4
+        ),
+        runner_cpu_s=round(runner, 2),
         runs=len(runs),
     )
     return out
