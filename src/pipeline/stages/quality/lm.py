@@ -25,7 +25,12 @@ from pipeline.parts import read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
-from pipeline.quality.features import DEFAULT_WEIGHTS, heuristic_score, stats_matrix
+from pipeline.quality.features import (
+    DEFAULT_WEIGHTS,
+    STAT_NAMES,
+    heuristic_score,
+    stats_matrix,
+)
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
 from pipeline.quality.lmscore import (
     LMParams,
@@ -111,10 +116,11 @@ def _eligible_part(
     else:  # no clean stage: the corpus is scored as downloaded, so is the reference
         kept = np.arange(len(texts))
         out = [t or "" for t in texts]
-    heur = heuristic_score(stats_matrix(out, max_chars), weights, bias) if out else np.zeros(0)
+    stats = stats_matrix(out, max_chars)
+    heur = heuristic_score(stats, weights, bias) if out else np.zeros(0)
     unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in out], bool)
     ok = np.where(unspaced, 1.0, heur) >= min_heuristic
-    ok &= np.array([bool(t[:max_chars].split()) for t in out], bool)
+    ok &= stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
     out = [t for t, k in zip(out, ok, strict=True) if k]
     chars = np.fromiter((min(len(t), max_chars) for t in out), np.int64, len(out))
     return keys[sel[kept[ok]]], out, chars
@@ -142,6 +148,8 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
     budget = cfg.reference_max_chars
     lo, hi = 0.0, min(1.0, REF_OVERSAMPLE * budget / max(total, 1))
     keys, texts, chars = [], [], []
+    distinct: set[str] = set()
+    got = 0  # characters of the distinct eligible texts read so far
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
     draws = [DrawPart(i, p) for i, p in enumerate(parts)]
     while True:
@@ -160,13 +168,17 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
             keys.append(k)
             texts += t
             chars.append(c)
-        got = sum(int(c.sum()) for c in chars)
+            for text, n in zip(t, c.tolist(), strict=True):
+                if text not in distinct:  # exact copies count once, as in the reference
+                    distinct.add(text)
+                    got += n
         if hi >= 1.0 or got >= budget:
             break
-        # aim at the budget from what the range read so far yielded; at least double when
-        # nothing was eligible yet, at least +25% so a round always moves
+        # aim at the budget from what the range read so far yielded, growing the range 1.25x
+        # to 4x a round (4x when nothing was eligible yet): what the driver holds stays a few
+        # budgets even when the estimate is poor
         aim = REF_MARGIN * budget * hi / got if got else 4 * hi
-        lo, hi = hi, min(1.0, max(aim, 1.25 * hi))
+        lo, hi = hi, min(1.0, 4 * hi, max(aim, 1.25 * hi))
     key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
     size = np.concatenate(chars) if chars else np.zeros(0, np.int64)
     out, seen, used = [], set(), 0
