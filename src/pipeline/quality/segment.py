@@ -151,15 +151,3 @@ def _offset_sums(cps: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
     with np.errstate(over="ignore"):
         v = _cp_weight[cps[pos]] * _offset_weight[offset & (_OFFSETS - 1)]
         return np.add.reduceat(v, offs[:-1])
-
-
-def group(fp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(one index of each distinct value, the group of every element int64 [R]), groups in
-    ascending value order. A plain sort and a search: numpy's SIMD sort of uint64 is ~30x its
-    argsort, and the distinct values (a batch's vocabulary) fit in cache."""
-    s = np.sort(fp)
-    new = np.concatenate([[True], s[1:] != s[:-1]]) if len(s) else np.zeros(0, bool)
-    gid = np.searchsorted(s[new], fp)
-    rep = np.empty(int(new.sum()), np.int64)
-    rep[gid] = np.arange(len(fp), dtype=np.int64)  # some occurrence of each value
-    return rep, gid
