@@ -554,8 +554,8 @@ def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
 
 def test_self_reference_drawn_in_rounds_writes_the_same_bytes(tmp_path, monkeypatch):
     """The `self` reference is read from the download parts in rounds of draw positions: many
-    small rounds (a tiny first share, later rounds aiming short) choose the same reference, so 1 or 2 workers and either
-    round size write the same bytes."""
+    small rounds (a tiny first share, later rounds aiming short) choose the same reference, so
+    1 or 2 workers and either round size write the same bytes."""
     from pipeline.stages.quality import lm
 
     src, _ = _mixed(tmp_path)
