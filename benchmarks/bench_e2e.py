@@ -22,8 +22,10 @@ runner's CPU between stages, over all CPU; `driver_cpu_share` counts all the dri
 `serial_wall_share` is the wall time with no such map in flight (Amdahl's serial part). Medians
 over repeats.
 
-Writes outputs/benchmarks/e2e.json (`--out`). `--mb 40 --repeats 1` with two trees runs in
-about 8 minutes on 2 idle cores.
+Writes outputs/benchmarks/e2e.json (`--out`). `--mb 40` with two trees needs ~4 CPU-minutes
+per tree (under 10 minutes of wall on 2 idle cores, an estimate from the CPU-seconds); under
+load it stretches (`--mb 20`, two trees, load average ~14: 22 minutes). `--workers 2` alone
+halves it and still gives the serial share.
 """
 
 from __future__ import annotations
