@@ -116,9 +116,20 @@ class RangeStats:
 # ---------------------------------------------------------------- parts (both paths)
 
 
-def write_part(out_dir: Path, index: int, recs: list[Record], labelled: bool) -> tuple[str, int]:
-    """Part `index` of the records (the serial writer's code too); (its name, text bytes)."""
+def write_part(
+    out_dir: Path,
+    index: int,
+    recs: list[Record],
+    labelled: bool,
+    columns: dict[str, pa.DataType] | None = None,
+) -> tuple[str, int]:
+    """Part `index` of the records (the serial writer's code too); (its name, text bytes).
+    `columns`: the extra columns (name -> type) taken from each Record.columns (null if absent)."""
     labels = [r.label for r in recs] if labelled else None
+    extra = {
+        name: pa.array([(r.columns or {}).get(name) for r in recs], tp)
+        for name, tp in (columns or {}).items()
+    }
     return write_docs(
         out_dir,
         index,
@@ -126,6 +137,7 @@ def write_part(out_dir: Path, index: int, recs: list[Record], labelled: bool) ->
         [r.text for r in recs],
         [r.source for r in recs],
         labels,
+        **extra,
     )
 
 
@@ -136,8 +148,10 @@ def write_docs(
     texts: list[str],
     sources: list[str],
     labels: list[str | None] | None = None,
+    **columns: pa.Array,
 ) -> tuple[str, int]:
     extra = {"label": pa.array(labels, pa.string())} if labels is not None else {}
+    extra.update(columns)
     rel = part_name(index)
     write_table(out_dir / rel, docs_table(ids, texts, sources, **extra))
     return rel, text_bytes(texts)
