@@ -116,8 +116,9 @@ def read_records_builtin(f: BinaryIO) -> Iterator[WarcRecord | BadRecord]:
 
 
 def read_records_warcio(f: BinaryIO) -> Iterator[WarcRecord | BadRecord]:
-    """warcio's ArchiveIterator (no HTTP parsing: the block goes to `parse_http` as with the
-    built-in reader). It stops at damage it cannot frame: one BadRecord ends the file."""
+    """warcio's ArchiveIterator over the file as stored (it reads gzip members itself; no HTTP
+    parsing: the block goes to `parse_http` as with the built-in reader). It stops at damage it
+    cannot frame, and a record shorter than its Content-Length: one BadRecord ends the file."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
@@ -126,7 +127,13 @@ def read_records_warcio(f: BinaryIO) -> Iterator[WarcRecord | BadRecord]:
         for rec in ArchiveIterator(f, no_record_parse=True):
             number += 1
             headers = {k.lower(): v for k, v in rec.rec_headers.headers}
-            yield WarcRecord(number, headers, rec.raw_stream.read())
+            block = rec.raw_stream.read()
+            length = headers.get("content-length", "")
+            if not length.isdigit() or int(length) != len(block):  # warcio yields cut records
+                raw = b"\n".join(f"{k}: {v}".encode() for k, v in headers.items())
+                yield BadRecord(number, f"truncated: {len(block)} of {length} bytes", raw)
+                return
+            yield WarcRecord(number, headers, block)
     except (ArchiveLoadFailed, ValueError) as exc:
         yield BadRecord(number + 1, f"unreadable record ({exc})".replace("\n", " "), b"")
 
@@ -142,7 +149,7 @@ def warcio_available() -> bool:
 def iter_file(path: Path, use_warcio: bool) -> Iterator[WarcRecord | BadRecord]:
     """The records of one file; gzip damage becomes a last BadRecord."""
     try:
-        f = _open(path)
+        f = open(path, "rb") if use_warcio else _open(path)  # noqa: SIM115 (warcio: gzip itself)
     except OSError as exc:
         raise DataError(str(path), f"cannot open ({exc.strerror or exc})") from None
     number = 0
