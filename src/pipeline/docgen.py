@@ -9,8 +9,8 @@ Run: `python -m pipeline.docgen > docs/recipes.md` (or `make docs`).
 from __future__ import annotations
 
 import dataclasses
-import typing
 import inspect
+import typing
 from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
