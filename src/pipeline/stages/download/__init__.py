@@ -46,6 +46,9 @@ class SourceConfig:
     id_field: str | None = option(
         "id", "jsonl/parquet/hf: id field; absent ids become file:line (hf: row)"
     )
+    url_field: str | None = option(
+        None, "jsonl/parquet: the field kept as the `url` column (clean's URL lists); null: none"
+    )
     hf_path: str | None = option(
         None, "hf: hub name (org/name), local data folder or save_to_disk folder"
     )
@@ -144,6 +147,8 @@ def part_columns(sources: list[SourceConfig], mixed: bool) -> dict[str, pa.DataT
     cols: dict[str, pa.DataType] = {}
     for src in sources:
         cols.update(dict.fromkeys(SOURCES[src.source].columns, pa.string()))
+        if src.url_field and src.source in ("jsonl", "parquet"):
+            cols["url"] = pa.string()
     if mixed:
         cols[mix.COPY_COLUMN] = pa.int32()
     return cols
@@ -229,7 +234,7 @@ def _run_split(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
     """JSONL (with no max_docs: the serial reader stops early, this one reads all to count)
     through executor tasks over byte ranges (download/split.py)."""
     paths, label = paths_and_label(cfg)
-    parse = Parse(cfg.text_field, cfg.id_field, label)
+    parse = Parse(cfg.text_field, cfg.id_field, label, cfg.url_field)
     check = functools.partial(_check, cfg, cfg.max_malformed_fraction)
     outputs, res = read_split(paths, parse, cfg.docs_per_part, ctx.out_dir, ctx.executor, check)
     counts = DocCounts(res.docs_in, res.docs_out, dict(res.dropped), res.bytes_in, res.bytes_out)
