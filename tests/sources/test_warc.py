@@ -90,7 +90,7 @@ def test_warc_records_become_documents_with_url_date_and_content_type(tmp_path):
     st = next(s["stats"] for s in load_report(run)["stages"] if s["stage"] == "download")
     assert st["docs_in"] == 6 and st["docs_out"] == 4
     assert st["dropped_warc_http_status"] == 1 and st["dropped_warc_unsupported_type"] == 1
-    assert st["html_extractor"] == [html.resolve("auto")]
+    assert st["html_extractor"] == [html.resolve("auto")] and st["warc_reader"] == ["warcio"]
     shown = inspect_rejected(run, "download", "warc_http_status", 5, 200)
     assert "404" in shown
 
@@ -139,13 +139,13 @@ def test_malformed_records_are_counted_never_fatal(tmp_path, monkeypatch):
     assert kinds == ["doc", "warc_malformed", "doc", "warc_malformed"]
     items = list(warc.read_warc([path], "tags", "bad", use_warcio=True))
     assert [getattr(i, "reason", "doc") for i in items] == ["doc", "warc_malformed"]
-    monkeypatch.setattr(warc, "warcio_available", lambda: False)
     run = tmp_path / "run"
-    run_stages(run, {"download": {"source": "warc", "path": str(path)}})  # 50% bad: no error
+    block = {"source": "warc", "path": str(path), "warc_reader": "builtin"}
+    run_stages(run, {"download": block})  # 50% bad: no error
     st = next(s["stats"] for s in load_report(run)["stages"] if s["stage"] == "download")
     assert st["docs_out"] == 2 and st["dropped_warc_malformed"] == 2
     assert "no WARC/ version line" in st["malformed_examples"][0]
-    assert st["warc_reader"] == "builtin"
+    assert st["warc_reader"] == ["builtin"]
 
 
 def test_truncated_gzip_member_ends_the_file_with_one_malformed_record(tmp_path):
@@ -201,6 +201,13 @@ def test_html_files_source(tmp_path):
     assert t.column("url").null_count == 2
     st = next(s["stats"] for s in load_report(run)["stages"] if s["stage"] == "download")
     assert st["dropped_html_no_text"] == 1 and st["html_extractor"] == ["tags"]
+
+
+def test_wget_style_bracketed_target_uri_is_unwrapped(tmp_path):
+    path = tmp_path / "w.wet"
+    path.write_bytes(wet_record("<https://b.example.com/x>", "bracketed"))
+    (doc,) = warc.read_warc([path], "tags", "w", use_warcio=False)
+    assert doc.columns["url"] == "https://b.example.com/x"
 
 
 def test_charset_sniffing():

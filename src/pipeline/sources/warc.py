@@ -146,6 +146,15 @@ def warcio_available() -> bool:
     return True
 
 
+def resolve_reader(name: str) -> str:
+    """`auto` -> warcio when installed, else builtin; warcio when it is not: ImportError."""
+    if name == "auto":
+        return "warcio" if warcio_available() else "builtin"
+    if name == "warcio" and not warcio_available():
+        raise ImportError("warc reader 'warcio' is not installed (pip install '.[web]')")
+    return name
+
+
 def iter_file(path: Path, use_warcio: bool) -> Iterator[WarcRecord | BadRecord]:
     """The records of one file; gzip damage becomes a last BadRecord."""
     try:
@@ -219,6 +228,8 @@ def to_item(rec: WarcRecord, path: Path, extractor: str, source: str) -> Record 
         return None
     where = f"{path}:record {rec.number}"
     url, date = h.get("warc-target-uri"), h.get("warc-date")
+    if url and url.startswith("<") and url.endswith(">"):  # WARC/1.0 as wget writes it
+        url = url[1:-1]
     doc_id = h.get("warc-record-id", "").strip("<>") or f"{path.name}:{rec.number}"
     raw = rec.block[:RAW_CHARS].decode("utf-8", "replace")
     body, ctype = rec.block, h.get("content-type")
@@ -278,7 +289,8 @@ def read_html(paths: list[Path], extractor: str, source: str) -> Iterator[Record
 def read_warc_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `warc` source: download.path (WARC/WET files), html_extractor."""
     paths, label = paths_and_label(cfg)
-    return read_warc(paths, html.resolve(cfg.html_extractor), _label(label))
+    use_warcio = resolve_reader(cfg.warc_reader) == "warcio"
+    return read_warc(paths, html.resolve(cfg.html_extractor), _label(label), use_warcio)
 
 
 def read_html_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:

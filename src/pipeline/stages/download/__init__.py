@@ -68,6 +68,9 @@ class SourceConfig:
     html_extractor: Literal["auto", "resiliparse", "trafilatura", "tags"] = option(
         "auto", "warc/html: HTML to text; auto = resiliparse, else trafilatura, else tags"
     )
+    warc_reader: Literal["auto", "warcio", "builtin"] = option(
+        "auto", "warc: record framing; auto = warcio when installed, else our own"
+    )
 
     def validate(self, path: str) -> None:
         if self.source not in SOURCES:
@@ -87,11 +90,15 @@ class SourceConfig:
                 raise RecipeError(f"{path}.path", f"no file matches {self.path!r}")
         if self.source == "hf":
             hf.check_config(path, self.hf_path, self.split, self.streaming)
-        if self.source in ("warc", "html") and self.html_extractor not in ("auto", "tags"):
+        if self.source in ("warc", "html"):
             try:
                 html.resolve(self.html_extractor)
             except ImportError as exc:
                 raise RecipeError(f"{path}.html_extractor", f"{exc}; or use auto / tags") from None
+            try:
+                warc.resolve_reader(self.warc_reader)
+            except ImportError as exc:
+                raise RecipeError(f"{path}.warc_reader", f"{exc}; or use auto / builtin") from None
 
 
 @dataclass(frozen=True)
@@ -355,9 +362,10 @@ def _web_stats(sources: list[SourceConfig]) -> dict[str, Any]:
     web = [s for s in sources if s.source in ("warc", "html")]
     if not web:
         return {}
+    readers = {warc.resolve_reader(s.warc_reader) for s in web if s.source == "warc"}
     return {
         "html_extractor": sorted({html.resolve(s.html_extractor) for s in web}),
-        "warc_reader": "warcio" if warc.warcio_available() else "builtin",
+        **({"warc_reader": sorted(readers)} if readers else {}),
     }
 
 
