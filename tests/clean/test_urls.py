@@ -115,8 +115,16 @@ def test_clean_drops_blocked_urls_with_their_reasons(tmp_path):
         "min_words": 5,
         "redact_pii": [],
     }
-    download = {"source": "parquet", "path": str(tmp_path / "web.parquet"), "url_field": "url"}
+    download = {
+        "source": "parquet",
+        "path": str(tmp_path / "web.parquet"),
+        "url_field": "url",
+        "docs_per_part": 5,
+    }
     run_stages(run, {"download": download, "clean": clean})
+    run_stages(tmp_path / "w2", {"download": download, "clean": clean}, workers=2)
+    for p in sorted((run / "clean").rglob("*.parquet")):  # same bytes with 2 workers
+        assert p.read_bytes() == (tmp_path / "w2" / p.relative_to(run)).read_bytes()
     st = next(s["stats"] for s in load_report(run)["stages"] if s["stage"] == "clean")
     assert st["dropped_domain_blocklist_v1"] == 4 and st["dropped_url_blocklist_v1"] == 1
     assert st["docs_without_url"] == 1

@@ -15,6 +15,7 @@ from pipeline.manifest import Manifest
 from pipeline.parts import read_table
 from pipeline.recipe import build_config
 from pipeline.report import load_report
+from pipeline.report.html import render_html
 from pipeline.stage import StageInputs
 from pipeline.stages.download import mix
 from pipeline.stages.shard import ShardConfig
@@ -92,6 +93,8 @@ def test_upsampling_repeats_passes_and_downsampling_is_seeded(tmp_path):
     assert st["dropped_mix_not_sampled"] == 40 - expect
     assert st["docs_in"] == st["docs_out"] + st["dropped_mix_not_sampled"]
     assert set(t.column("source").to_pylist()) == {"wiki", "cc"}
+    page = render_html(load_report(tmp_path / "a"))
+    assert "mix: documents per source before and after" in page and "wiki × 3" in page
     # same recipe, same bytes; another seed samples another subset
     run_stages(tmp_path / "b", {"download": block})
     assert _hashes(tmp_path / "a") == _hashes(tmp_path / "b")
