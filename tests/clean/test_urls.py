@@ -113,6 +113,7 @@ def test_clean_drops_blocked_urls_with_their_reasons(tmp_path):
         "domain_blocklist": str(tmp_path / "domains.txt"),
         "url_blocklist": [str(tmp_path / "urls.txt")],
         "min_words": 5,
+        "min_stop_words": None,  # the test's prose is not about stop words
         "redact_pii": [],
     }
     download = {
