@@ -151,6 +151,8 @@ def test_mix_recipe_errors(tmp_path):
         run_stages(tmp_path / "r", {"download": {"sources": [{**one, "path": "nope/*.jsonl"}]}})
     with pytest.raises(RecipeError, match=r"download.sources: is empty"):
         run_stages(tmp_path / "r", {"download": {"sources": []}})
+    with pytest.raises(RecipeError, match=r"download.path: is not read when download.sources"):
+        run_stages(tmp_path / "r", {"download": {"sources": [one], "path": str(tmp_path)}})
 
 
 def test_shard_metadata_records_the_mix(tmp_path):

@@ -133,6 +133,12 @@ class DownloadConfig(SourceConfig):
             return
         if not self.sources:
             raise RecipeError(f"{path}.sources", "is empty; list at least one source or use null")
+        for key in ("path", "hf_path"):
+            if getattr(self, key):
+                raise RecipeError(
+                    f"{path}.{key}",
+                    "is not read when download.sources is set: put it in a sources entry",
+                )
         seen: dict[str, int] = {}
         for i, src in enumerate(self.sources):
             name = mix.source_name(src)
