@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -215,3 +216,27 @@ def test_charset_sniffing():
     assert html.charset(None, b'<meta charset="windows-1252">') == "cp1252"
     assert html.charset("text/html; charset=bogus", b"") == "utf-8"
     assert html.decode(b"\xff ok", None) == "\ufffd ok"
+
+
+def test_http_payload_is_dechunked_and_gunzipped():
+    """A chunked, gzip-encoded body as a server sent it: status, headers and the page back."""
+    page = b"<html><body><p>chunked and gzipped page text</p></body></html>"
+    gz = gzip.compress(page)
+    chunked = b"".join(
+        b"%x\r\n%s\r\n" % (len(gz[i : i + 20]), gz[i : i + 20]) for i in range(0, len(gz), 20)
+    )
+    block = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n"
+        b"Content-Encoding: gzip\r\n\r\n" + chunked + b"0\r\n\r\n"
+    )
+    status, headers, body = warc.parse_http(block)
+    assert (status, headers["content-type"], body) == (200, "text/html", page)
+    broken = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nxx"
+    rec = warc.WarcRecord(
+        7, {"warc-type": "response", "content-type": "application/http; msgtype=response"}, broken
+    )
+    bad = warc.to_item(rec, Path("x.warc"), "tags", "x")
+    assert (bad.reason, bad.where) == ("warc_malformed", "x.warc:record 7")
+    assert "bad HTTP payload" in bad.detail
+    with pytest.raises(ValueError, match="no HTTP status line"):
+        warc.parse_http(b"not http at all\r\n\r\nbody")
