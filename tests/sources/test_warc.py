@@ -240,3 +240,32 @@ def test_http_payload_is_dechunked_and_gunzipped():
     assert "bad HTTP payload" in bad.detail
     with pytest.raises(ValueError, match="no HTTP status line"):
         warc.parse_http(b"not http at all\r\n\r\nbody")
+
+
+def test_many_files_on_two_workers_give_the_serial_bytes(tmp_path):
+    """3 WARC files (one with a 404 and a PNG each, one malformed WET): one task per file on
+    2 workers writes the serial reader's parts, rejected parts and statistics."""
+    for i in range(2):
+        write_warc(tmp_path / f"c{i}.warc.gz", pages=2 + i)
+    (tmp_path / "c2.wet").write_bytes(
+        wet_record("https://w.example.com/", "wet page") + b"junk line\r\n\r\n"
+    )
+    block = {"source": "warc", "path": str(tmp_path / "c*"), "docs_per_part": 3}
+    block["warc_reader"] = "builtin"
+    run_stages(tmp_path / "w1", {"download": block})
+    run_stages(tmp_path / "w2", {"download": block}, workers=2)
+    files = sorted(p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1").rglob("*.parquet"))
+    # 3 + 4 + 1 documents in parts of 3; 2 + 2 + 1 dropped records
+    assert len([f for f in files if "rejected" in str(f)]) == 2 and len(files) == 5
+    for f in files:
+        assert (tmp_path / "w1" / f).read_bytes() == (tmp_path / "w2" / f).read_bytes(), f
+    s1, s2 = (
+        next(s["stats"] for s in load_report(tmp_path / r)["stages"] if s["stage"] == "download")
+        for r in ("w1", "w2")
+    )
+    drop = ("seconds", "docs_per_s", "mb_per_s")  # clock
+    assert {k: v for k, v in s1.items() if k not in drop} == {
+        k: v for k, v in s2.items() if k not in drop
+    }
+    assert s1["docs_out"] == 8 and s1["dropped_warc_malformed"] == 1
+    assert s1["dropped_warc_http_status"] == 2 and s1["docs_per_source"] == {"c": 8}

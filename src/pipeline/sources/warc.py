@@ -12,9 +12,10 @@ raised; damage that loses the framing (a corrupt gzip member) ends that file wit
 
 from __future__ import annotations
 
+import functools
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -286,17 +287,32 @@ def read_html(paths: list[Path], extractor: str, source: str) -> Iterator[Record
         yield Record(path.name, text, source, columns=columns)
 
 
+def file_reader(cfg: Any) -> tuple[list[Path], str, Callable[[list[Path]], Iterator]]:
+    """(files, `source` label, reader of a list of files) for a `warc` or `html` download
+    config: the serial source and the per-file tasks (stages/download/files_parallel.py)."""
+    paths, label = paths_and_label(cfg)
+    extractor = html.resolve(cfg.html_extractor)
+    if cfg.source == "html":
+        return paths, label, functools.partial(read_html, extractor=extractor, source=label)
+    use = resolve_reader(cfg.warc_reader) == "warcio"
+    label = _label(label)
+    return (
+        paths,
+        label,
+        functools.partial(read_warc, extractor=extractor, source=label, use_warcio=use),
+    )
+
+
 def read_warc_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `warc` source: download.path (WARC/WET files), html_extractor."""
-    paths, label = paths_and_label(cfg)
-    use_warcio = resolve_reader(cfg.warc_reader) == "warcio"
-    return read_warc(paths, html.resolve(cfg.html_extractor), _label(label), use_warcio)
+    paths, _, read = file_reader(cfg)
+    return read(paths)
 
 
 def read_html_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `html` source: download.path (HTML files), html_extractor."""
-    paths, label = paths_and_label(cfg)
-    return read_html(paths, html.resolve(cfg.html_extractor), label)
+    paths, _, read = file_reader(cfg)
+    return read(paths)
 
 
 def _label(stem: str) -> str:

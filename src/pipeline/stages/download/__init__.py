@@ -27,7 +27,7 @@ from pipeline.progress import Progress
 from pipeline.sources import SOURCES, Malformed, Record, builtin, hf, html, warc
 from pipeline.sources.files import expand_paths, paths_and_label
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
-from pipeline.stages.download import mix
+from pipeline.stages.download import files_parallel, mix
 from pipeline.stages.download.split import Parse, read_split, rejected_table, write_part
 
 MAX_EXAMPLES = 5
@@ -224,7 +224,30 @@ def run(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
         return _run_mix(cfg, ctx)
     if cfg.source == "jsonl" and cfg.max_docs is None:
         return _run_split(cfg, ctx)
+    if cfg.source in ("warc", "html") and cfg.max_docs is None and ctx.executor.workers > 1:
+        if len(expand_paths(cfg.path or "")) > 1:
+            return _run_files(cfg, ctx)
     return _run_serial(cfg, ctx)
+
+
+def _run_files(cfg: DownloadConfig, ctx: StageContext) -> StageResult:
+    """WARC / HTML files, one executor task each (download/files_parallel.py: same bytes)."""
+    paths, label, read = warc.file_reader(cfg)
+    columns = tuple(part_columns([cfg], mixed=False))
+    check = functools.partial(_check, cfg, cfg.max_malformed_fraction)
+    outputs, res = files_parallel.read_files(
+        paths, read, label, columns, cfg.docs_per_part, ctx.out_dir, ctx.executor, check
+    )
+    counts = DocCounts(res.docs_in, res.docs_out, dict(res.dropped), res.bytes_in, res.bytes_out)
+    stats: dict[str, Any] = {
+        **setting(cfg, "source"),
+        "num_parts": sum(not o.startswith("rejected/") for o in outputs),
+        "docs_per_source": {label: res.docs_out},
+    }
+    if res.examples:
+        stats["malformed_examples"] = res.examples
+    stats.update(_web_stats([cfg]))
+    return StageResult(outputs=outputs, stats=stats, counts=[counts])
 
 
 def _check(src: SourceConfig, fraction: float, docs_in: int, bad: int, first: str | None) -> None:

@@ -297,12 +297,13 @@ def _rows(out: Path, slices: list[RowSlice], columns: list[str]) -> list[list]:
     return cols
 
 
-def gather_part(job: GatherJob, out_dir: str, source: str, url: bool = False):
+def gather_part(job: GatherJob, out_dir: str, source: str, extra: tuple[str, ...] = ()):
     """Part `index` from slices (temp file, first row, rows) of pass 1's record files. Built
-    from the Arrow columns directly (no Python strings): the same table, the same bytes."""
+    from the Arrow columns directly (no Python strings): the same table, the same bytes.
+    `extra`: string columns after id, text, source (url; a web file's date, content_type)."""
     index, slices = job.index, job.slices
     out = Path(out_dir)
-    chunks: dict[str, list[pa.Array]] = {"id": [], "text": [], **({"url": []} if url else {})}
+    chunks: dict[str, list[pa.Array]] = {"id": [], "text": [], **{c: [] for c in extra}}
     maps = [pa.memory_map(str(out / s.file)) for s in slices]
     try:
         for src, s in zip(maps, slices, strict=True):
@@ -314,8 +315,7 @@ def gather_part(job: GatherJob, out_dir: str, source: str, url: bool = False):
         for src in maps:
             src.close()
     cols = {"id": ids, "text": texts, "source": pa.array([source] * len(ids), pa.string())}
-    if url:
-        cols["url"] = pa.concat_arrays(chunks["url"])
+    cols.update({c: pa.concat_arrays(chunks[c]) for c in extra})
     table = pa.table(cols)
     rel = part_name(index)
     write_table(out / rel, table)
@@ -433,7 +433,7 @@ def read_split(
     bad = stats.docs_in - stats.docs_out
     check(stats.docs_in, bad, _first(stats))
     fn = functools.partial(
-        gather_part, out_dir=str(out_dir), source=parse.source, url=bool(parse.url_field)
+        gather_part, out_dir=str(out_dir), source=parse.source, extra=tuple(parse.columns)
     )
     parts = executor.map(fn, slice_jobs(good_files, stats.docs_out, size), "download write")
     stats.bytes_out = sum(p["bytes"] for p in parts)
