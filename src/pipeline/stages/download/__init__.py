@@ -1,11 +1,13 @@
 """download: read a registered source (builtin corpus, JSONL, Parquet, text, a Hugging Face
-dataset, toy, python_docs) into Parquet parts of `docs_per_part` documents with columns id, text,
-source (+ label for toy).
+dataset, WARC / WET / HTML, toy, python_docs), or a weighted mix of several (`sources`,
+download/mix.py), into Parquet parts of `docs_per_part` documents with columns id, text, source
+(+ label for toy; url, date, content_type for web files; mix_copy for a mix).
 
 The source order defines the corpus: part k holds documents k·docs_per_part onwards. JSONL
-(without max_docs) is read by executor tasks over byte ranges (download/split.py: same bytes);
-other sources are read in order in the driver. Parts are then the unit of parallel work for
-every later stage. Malformed input lines go to `rejected/`.
+(without max_docs) is read by executor tasks over byte ranges (download/split.py: same bytes),
+several WARC / HTML files by one task each (download/files_parallel.py: same bytes); other
+sources are read in order in the driver. Parts are then the unit of parallel work for every
+later stage. Malformed input lines go to `rejected/`.
 """
 
 from __future__ import annotations
