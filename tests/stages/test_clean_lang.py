@@ -107,6 +107,9 @@ def test_stage_columns_counts_report_and_inspect(lang_runs):
     assert sum(hist["counts"]) == 18 and hist["counts"][0] == 8  # other languages: -1, bin 0
     shown = inspect_rejected(out, "clean", "language", 2, 80)
     assert "reasons: language=8" in shown and "lang=" in shown
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "clean: documents per language" in html
+    assert "<td>de</td>" in html or ">de<" in html
 
 
 def test_stage_bytes_identical_for_any_worker_count(lang_runs):

@@ -50,6 +50,10 @@ def input_files(cfg: Any) -> list[Path]:
     from pipeline.sources.files import expand_paths
 
     files: list[Path] = []
+    for f in dataclasses.fields(cfg):  # a nested block's inputs too (quality.external)
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            files += input_files(value)
     for name in input_fields(cfg):
         value = getattr(cfg, name)
         values = value if isinstance(value, (list, tuple)) else [value]
