@@ -57,6 +57,7 @@ TLD_LANG = {
     "cat": "ca",
 }
 SHORT_CHARS = 100
+MIN_LANG_SCORE = 0.65  # clean.min_lang_score's default
 
 
 def short(text: str) -> str:
@@ -175,6 +176,24 @@ def main() -> None:
     )
     # py3langid reading more or fewer characters: does LANG_MAX_CHARS cost accuracy?
     m = langid.model()
+    # what clean.min_lang_score's default keeps: right language and score >= 0.65
+    kept = {}
+    for lang, pairs in sets.items():
+        for name, texts in (
+            ("full", [t for t, _ in pairs]),
+            ("short", [short(t) for t, _ in pairs]),
+        ):
+            got = [m.score(t) for t in texts]
+            ok = [
+                g[0] == lab and g[1] >= MIN_LANG_SCORE
+                for g, (_, lab) in zip(got, pairs, strict=True)
+            ]
+            right = [g[1] for g, (_, lab) in zip(got, pairs, strict=True) if g[0] == lab]
+            kept[f"{lang}_{name}"] = {
+                "kept_frac": round(float(np.mean(ok)), 4),
+                "score_p10_when_right": round(float(np.quantile(right, 0.1)), 3) if right else None,
+            }
+    out["py3langid_kept_at_min_lang_score"] = {"min_lang_score": MIN_LANG_SCORE, **kept}
     cut = {}
     for n in (300, 1000, 2000, 100_000):
         ok = [m.score(t, n)[0] == lab for pairs in sets.values() for t, lab in pairs]
