@@ -57,6 +57,14 @@ def test_languages_drop_as_language_first():
     assert all(r == ["language"] for r in strict)
 
 
+def test_chinese_varieties_count_as_chinese():
+    """Cantonese and Wu (py3langid's yue, wuu) fold into their macrolanguage zh: a two-word
+    food review py3langid alone calls `yue` is `zh` here."""
+    assert "yue" not in langid.model().labels and "zh" in langid.model().labels
+    langs, scores = langid.identify(["牛肉粉儿好吃好吃！"])
+    assert langs == ["zh"] and scores[0] > 0.65
+
+
 def test_undetermined_text_scores_zero():
     langs, scores = langid.identify(["", "1234 5678 !!!", "Der Fluss war ruhig und kalt."])
     assert langs[:2] == [langid.UNDETERMINED] * 2 and scores[:2].tolist() == [0.0, 0.0]
@@ -134,6 +142,10 @@ def test_language_recipe_errors(tmp_path, monkeypatch):
 
     with pytest.raises(RecipeError, match=r"clean.languages\[1\]: got 'eng'.*did you mean 'en'"):
         recipe({"languages": ["de", "eng"]})
+    with pytest.raises(
+        RecipeError, match=r"clean.languages\[0\]: got 'yue', which counts as .*: list zh"
+    ):
+        recipe({"languages": ["yue"]})
     with pytest.raises(RecipeError, match="clean.languages: an empty list would drop every"):
         recipe({"languages": []})
     monkeypatch.setattr(langid, "available", lambda: False)

@@ -148,6 +148,10 @@ class CleanConfig:
         bad = langid.check_languages(self.languages)
         if bad is not None:
             i, code, close = bad
+            if code in langid.MACROLANGUAGE:
+                raise RecipeError(
+                    f"{key}[{i}]", f"got {code!r}, which counts as its macrolanguage: list {close}"
+                )
             raise RecipeError(
                 f"{key}[{i}]", f"got {code!r}, not a language code py3langid knows", close
             )
