@@ -96,6 +96,7 @@ FILTER_STAT_NAMES = (
     "fineweb_dup_line_chars_frac",
     "newlines_per_word",
     "dominant_script",  # index into SCRIPTS; not a filter statistic (for docs_per_script)
+    "lang_score",  # filled by clean.langid when languages are filtered; NaN here
 )
 STAT_INDEX = {name: i for i, name in enumerate(FILTER_STAT_NAMES)}
 _NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
