@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.clean.charclass import NUM_CLASSES, SPACE, char_classes, word_spans
-from pipeline.hashing import span_hashes
+from pipeline.hashing import poly_powers
 
 CHUNK_CHARS = 1 << 20  # characters per segmented batch: ~30 MB of arrays, a cache-friendly size
 
@@ -33,6 +33,11 @@ class Segments:
     word_ends: np.ndarray  # int64 [w]
     word_offsets: np.ndarray  # int64 [d + 1]: document i's words are [offsets[i], offsets[i+1])
     word_hashes: np.ndarray  # uint64 [w]: content hash of each word (hashing.span_hashes)
+    prefix: np.ndarray  # uint64 [n + 1]: polynomial prefix sums of cp, for span_hashes
+
+    def span_hashes(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """uint64 [k]: hashing.span_hashes of text[starts[i]:ends[i]] (position-free)."""
+        return (self.prefix[ends] - self.prefix[starts]) * poly_powers(len(self.cp))[1][starts]
 
     @property
     def num_docs(self) -> int:
@@ -62,9 +67,11 @@ def segment(texts: list[str]) -> Segments:
     cp, cls = char_classes(text)
     ws, we = word_spans(cp, cls)
     offsets = np.searchsorted(ws, np.append(starts, len(text) + 1))
-    return Segments(
-        text, starts, starts + lengths, cp, cls, ws, we, offsets, span_hashes(cp, ws, we)
-    )
+    pw, inv = poly_powers(len(cp))
+    prefix = np.zeros(len(cp) + 1, np.uint64)
+    np.cumsum(cp.astype(np.uint64) * pw[: len(cp)], dtype=np.uint64, out=prefix[1:])
+    hashes = (prefix[we] - prefix[ws]) * inv[ws]  # as hashing.span_hashes
+    return Segments(text, starts, starts + lengths, cp, cls, ws, we, offsets, hashes, prefix)
 
 
 def chunks(lengths: list[int], max_chars: int = CHUNK_CHARS) -> list[tuple[int, int]]:

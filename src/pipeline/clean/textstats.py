@@ -31,6 +31,7 @@ from pipeline.clean.charclass import (
     char_classes,
     class_counts,
 )
+from pipeline.clean.lines import line_stats_batch
 from pipeline.clean.ngrams import ngram_stats
 from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
@@ -358,7 +359,9 @@ def _batch_stats(texts: list[str], c4_args: tuple[int, int]) -> np.ndarray:
         if stop is not None:  # distinct stop words present, as Gopher ("at least two of")
             words = {w.strip(_STRIP) for w in set(text.lower().split())}
             out[i, STAT_INDEX["stop_words"]] = sum(w in words for w in stop)
-        _line_stats(text, out[i], int(dominant[i]), c4_args, int(n_tok[i]))
+    done = line_stats_batch(seg, texts, out, STAT_INDEX, dominant, c4_args)
+    for i in np.flatnonzero(~done).tolist():  # hard-wrapped, labelled or C4-checked texts
+        _line_stats(texts[i], out[i], int(dominant[i]), c4_args, int(n_tok[i]))
     return out
 
 
