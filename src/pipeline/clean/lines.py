@@ -254,8 +254,7 @@ def _c4_sentences(seg, texts, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_
     dots &= cp[np.maximum(e - 3, 0)] == _DOT
     ended = ((lflag[L] & _C4) != 0) & ~dots
     consider = ended | (nlog[D] == 1)  # one paragraph: its end is a sentence end (v2)
-    nonws = cls != SPACE
-    ts, te = _runs(nonws)  # whitespace tokens (str.split)
+    ts, te = seg.tokens()  # whitespace tokens (str.split)
     tline = np.searchsorted(ls, ts, side="right") - 1
     nl_all = len(ls)
     words = np.bincount(tline, minlength=nl_all)[L]

@@ -34,10 +34,19 @@ class Segments:
     word_offsets: np.ndarray  # int64 [d + 1]: document i's words are [offsets[i], offsets[i+1])
     word_hashes: np.ndarray  # uint64 [w]: content hash of each word (hashing.span_hashes)
     prefix: np.ndarray  # uint64 [n + 1]: polynomial prefix sums of cp, for span_hashes
+    _tokens: tuple[np.ndarray, np.ndarray] | None = None
 
     def span_hashes(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """uint64 [k]: hashing.span_hashes of text[starts[i]:ends[i]] (position-free)."""
         return (self.prefix[ends] - self.prefix[starts]) * poly_powers(len(self.cp))[1][starts]
+
+    def tokens(self) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) int64 [t]: whitespace tokens, as str.split() cuts them."""
+        if self._tokens is None:
+            nonws = np.concatenate(([False], self.cls != SPACE, [False])).view(np.int8)
+            edges = np.flatnonzero(np.diff(nonws))
+            self._tokens = (edges[0::2], edges[1::2])
+        return self._tokens
 
     @property
     def num_docs(self) -> int:

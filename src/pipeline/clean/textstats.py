@@ -36,6 +36,7 @@ from pipeline.clean.ngrams import ngram_stats
 from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
 from pipeline.clean.segment import Segments, chunks, segment
+from pipeline.clean.words import stop_word_counts
 
 GOPHER_STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
     LATIN: ("the", "be", "to", "of", "and", "that", "have", "with"),
@@ -354,11 +355,10 @@ def _batch_stats(texts: list[str], c4_args: tuple[int, int]) -> np.ndarray:
     n_tok = np.diff(seg.word_offsets)
     _batch_word_stats(seg, texts, scale, out)
     out[np.isin(dominant, UNSPACED), STAT_INDEX["mean_word_length"]] = np.nan
-    for i, text in enumerate(texts):
-        stop = GOPHER_STOP_WORDS.get(int(dominant[i]))
-        if stop is not None:  # distinct stop words present, as Gopher ("at least two of")
-            words = {w.strip(_STRIP) for w in set(text.lower().split())}
-            out[i, STAT_INDEX["stop_words"]] = sum(w in words for w in stop)
+    for script, stop in GOPHER_STOP_WORDS.items():  # distinct stop words, as Gopher's "2 of"
+        docs = np.flatnonzero(dominant == script)
+        if len(docs):
+            out[docs, STAT_INDEX["stop_words"]] = stop_word_counts(seg, docs, stop, _STRIP)
     done = line_stats_batch(seg, texts, out, STAT_INDEX, dominant, c4_args)
     for i in np.flatnonzero(~done).tolist():  # hard-wrapped, labelled or C4-checked texts
         _line_stats(texts[i], out[i], int(dominant[i]), c4_args, int(n_tok[i]))

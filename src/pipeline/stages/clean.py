@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
-from pipeline.clean.pii import PII_KINDS, redact
+from pipeline.clean.pii import PII_KINDS, digit_hints, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
 from pipeline.clean.textstats import STAT_INDEX, filter_stats_batch
 from pipeline.config import bounded, option
@@ -169,9 +169,12 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
             stats[:, STAT_INDEX["max_word_length"]],
             stats[:, STAT_INDEX["digit_chars_frac"]],
         )
-        for i in np.flatnonzero(keep):
+        kept = np.flatnonzero(keep).tolist()
+        near = digit_hints([out_texts[i] for i in kept]) if {"ip", "phone"} & set(kinds) else None
+        for j, i in enumerate(kept):
             hint = None if np.isnan(longest[i]) else int(longest[i])
-            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0))
+            may = (True, True) if near is None else (bool(near[j, 0]), bool(near[j, 1]))
+            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0), *may)
             pii.update(counts)
     return CleanedBatch(out_texts, keep, fails, stats, norm_counts, dict(pii), scripts)
 
