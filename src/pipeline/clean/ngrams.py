@@ -21,18 +21,20 @@ _POS_MASK = np.uint64((1 << _POS_BITS) - 1)
 
 def _groups(g: np.ndarray, pos: np.ndarray, word_doc: np.ndarray) -> tuple[np.ndarray, ...]:
     """Group the positions `pos` (ascending) by (document, k-gram hash g[pos]): (positions
-    sorted by group then position, their documents, group start indices, group sizes)."""
+    sorted by group then position, each group's document, group start indices, group sizes).
+    Full hashes and documents are compared only where the packed 40-bit hashes are equal."""
     if not len(pos):
         return pos, pos, pos, pos
+    exact = False
     if len(g) < 1 << _POS_BITS:
         packed = np.sort((g[pos] & ~_POS_MASK) | pos.astype(np.uint64))
         p = (packed & _POS_MASK).astype(np.int64)
-        full, d = g[p], word_doc[p]
         hi = packed >> np.uint64(_POS_BITS)
-        brk = (hi[1:] != hi[:-1]) | (d[1:] != d[:-1])
-        exact = not (~brk & (full[1:] != full[:-1])).any()  # else a 40-bit collision
-    else:
-        exact = False
+        brk = hi[1:] != hi[:-1]
+        eq = np.flatnonzero(~brk)
+        a, b = p[eq], p[eq + 1]
+        brk[eq] = word_doc[a] != word_doc[b]
+        exact = not (~brk[eq] & (g[a] != g[b])).any()  # else a 40-bit collision
     if not exact:
         key = g[pos]
         order = np.lexsort((pos, key, word_doc[pos]))
@@ -41,7 +43,7 @@ def _groups(g: np.ndarray, pos: np.ndarray, word_doc: np.ndarray) -> tuple[np.nd
         brk = (full[1:] != full[:-1]) | (d[1:] != d[:-1])
     starts = np.flatnonzero(np.concatenate(([True], brk)))
     sizes = np.diff(np.append(starts, len(p)))
-    return p, d, starts, sizes
+    return p, word_doc[p[starts]], starts, sizes
 
 
 def _dup_chars(
@@ -124,19 +126,20 @@ def ngram_stats(
         if not len(pos) and k > top_k:
             break  # nothing repeats any more and no top n-gram is left to measure
         g[pos] = g[pos] * GOLDEN64 + hashes[pos + k - 1]  # k-gram hash at each position
-        p, pd, starts, sizes = _groups(g, pos, word_doc)
+        p, gdoc, starts, sizes = _groups(g, pos, word_doc)
         rep = sizes > 1
         for s, kind, j in rules.get(k, ()):
             docs = np.flatnonzero((scale == s) & (n_words >= k))
             if kind == "top":
-                _top(top[:, j], docs, p, pd, starts, sizes, rep, cum_len, word_offsets, k, s)
+                _top(top[:, j], docs, p, gdoc, starts, sizes, rep, cum_len, word_offsets, k, s)
             elif rep.any():
-                sel = rep & (scale[pd[starts]] == s)
+                sel = rep & (scale[gdoc] == s)
                 if sel.any():
                     idx = np.repeat(sel, sizes)
                     rs, rsz = _restart(sizes[sel])
                     chars = cum_len[p[idx] + k] - cum_len[p[idx]]
-                    _dup_chars(p[idx], pd[idx], rs, rsz, chars, k, dup[:, j])
+                    edoc = np.repeat(gdoc[sel], sizes[sel])
+                    _dup_chars(p[idx], edoc, rs, rsz, chars, k, dup[:, j])
         isrep = np.zeros(len(hashes) + 1, bool)
         isrep[p[np.repeat(rep, sizes)]] = True
         pos = np.flatnonzero(isrep[:-1] & isrep[1:])  # prefix and suffix (k-grams) repeat
@@ -153,7 +156,7 @@ def _top(
     col: np.ndarray,
     docs: np.ndarray,
     p: np.ndarray,
-    pd: np.ndarray,
+    gd: np.ndarray,
     starts: np.ndarray,
     sizes: np.ndarray,
     rep: np.ndarray,
@@ -167,7 +170,7 @@ def _top(
         return
     best = np.ones(len(col), np.int64)
     first = word_offsets[:-1].copy()  # no repeat: the document's first k-gram, once
-    gdoc, gsize, gfirst = pd[starts[rep]], sizes[rep], p[starts[rep]]
+    gdoc, gsize, gfirst = gd[rep], sizes[rep], p[starts[rep]]
     if len(gdoc):
         np.maximum.at(best, gdoc, gsize)
         top = gsize == best[gdoc]
