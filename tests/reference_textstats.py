@@ -1,4 +1,7 @@
-"""Per-document filter statistics, all from one pass over the text's code points.
+"""The straightforward per-document statistics that pipeline.clean.textstats computed before
+its batch path (issue 27), kept as the reference tests/clean/test_fastpath.py compares with.
+
+Per-document filter statistics, all from one pass over the text's code points.
 
 Every character gets a class (whitespace, digit, punctuation, symbol, mark, or a letter of a
 script) from one lookup table; words, their lengths and 64-bit content hashes then come from

@@ -1,0 +1,100 @@
+"""The batch statistics (textstats.filter_stats_batch) equal the per-document reference
+(tests/reference_textstats.py: the straightforward code they replaced) number for number, and the
+shortcuts they rest on hold: the sentence-end flags count what the regexes count, lower-casing
+per character is exact for the stop words, and PII's digit check never skips a match."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference_textstats as ref
+from pipeline.clean import lines, pii, textstats, words
+from pipeline.clean.segment import segment
+
+EDGE = [
+    "",
+    " ",
+    "\n\n",
+    "a",
+    "word " * 60,
+    "The cat sat on the mat. " * 30,
+    "ROMEO:\nBut soft, what light through yonder window breaks?\n\nJULIET:\nAy me!\n" * 5,
+    ("This line was wrapped at a fixed width by a mail program of old and\n" * 12),
+    "- item one\n- item two\n- item three...\n" * 20,
+    "中文的句子，很长的句子没有空格。还有一句话！" * 10,
+    "И в не на что с он как. Это русский текст, и он длинный. " * 12,
+    "Mixed Утрoм текст with the latin and cyrillic, that is it. " * 10,
+    "lorem ipsum dolor sit amet. {curly} and javascript here. " * 10,
+    "Ends with dots...\n\nA paragraph.\n\nA paragraph.\n\nA paragraph." * 4,
+    "(the) [and] «with» “that” -have- be, to; of! " * 15,
+    "Version 1.2.3.4 at 10.0.0.1 call +1 (555) 201-1234 or 555-201-1234. " * 8,
+    "x" * 1500 + " tail words here. " * 40,
+    "1950年5月30日，他说：“好。”然后走了。" * 12,
+    "🙂 emoji 𠀀 astral 𝔘 text. " * 30,
+    "The\u0130 \u212a kelvin THE AND \u0130the. " * 20,
+]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(((a == b) | (np.isnan(a) & np.isnan(b))).all())
+
+
+def test_batch_equals_reference_on_edge_cases():
+    """Every statistic of every edge case, in one batch (so documents share the arrays) and
+    with max_chars cutting the long one, equals the per-document reference exactly."""
+    for max_chars in (None, 1000):
+        got = textstats.filter_stats_batch(EDGE, max_chars, (5, 1000))
+        want = np.array([ref.filter_stats(t, max_chars, (5, 1000)) for t in EDGE])
+        assert _same(got, want), np.argwhere(~((got == want) | np.isnan(got) & np.isnan(want)))
+
+
+_ALPHABET = "ab Z.!?。，,;\"')\n\n-•…1中и{:#"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(_ALPHABET, max_size=120), min_size=1, max_size=6))
+def test_batch_equals_reference_on_random_text(texts):
+    got = textstats.filter_stats_batch(texts, None, (2, 8))
+    want = np.array([ref.filter_stats(t, None, (2, 8)) for t in texts])
+    assert _same(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(".!?。！？\"')]」 ab1,;，；\n", max_size=60))
+def test_sentence_flags_count_what_the_regexes_count(text):
+    seg = segment([text])
+    pos, spaced, unspaced = lines._sentence_marks(seg.cp, seg.cls, lines._FLAGS[seg.cp])
+    for line in text.split("\n"):
+        line = line.strip()
+        s = segment([line])
+        p, a, b = lines._sentence_marks(s.cp, s.cls, lines._FLAGS[s.cp])
+        assert int(a.sum()) == len(ref._SENT_END_RE.findall(line))
+        assert int(b.sum()) == len(ref._SENT_END_UNSPACED_RE.findall(line))
+
+
+def test_lower_case_table_is_exact_for_stop_words():
+    """The three facts words.py relies on, over every code point."""
+    stop_letters = {c for ws in textstats.GOPHER_STOP_WORDS.values() for w in ws for c in w}
+    strip = set(textstats._STRIP)
+    for cp in range(0x110000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        c = chr(cp)
+        low = c.lower()
+        assert len(low) == 1 or cp == 0x130
+        assert (c in strip) == any(ch in strip for ch in low)
+        if low in stop_letters and c != low:
+            assert c.isascii() or 0x400 <= cp < 0x530, hex(cp)
+    table = words._lower_table()
+    assert table[ord("A")] == ord("a") and table[0x130] == words._NO_MATCH
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text("0123456789 .-()+:x", max_size=40), min_size=1, max_size=5))
+def test_digit_hints_never_skip_a_match(texts):
+    hints = pii.digit_hints(texts)
+    for t, (may_ipv4, may_phone) in zip(texts, hints, strict=True):
+        full = pii.redact(t, ("ip", "phone"))
+        assert pii.redact(t, ("ip", "phone"), None, True, bool(may_ipv4), bool(may_phone)) == full
