@@ -5,12 +5,14 @@ per character is exact for the stop words, and PII's digit check never skips a m
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference_textstats as ref
-from pipeline.clean import lines, pii, textstats, words
+from pipeline.clean import lines, normalize, pii, textstats, words
 from pipeline.clean.segment import segment
 
 EDGE = [
@@ -64,8 +66,6 @@ def test_batch_equals_reference_on_random_text(texts):
 @settings(max_examples=200, deadline=None)
 @given(st.text(".!?。！？\"')]」 ab1,;，；\n", max_size=60))
 def test_sentence_flags_count_what_the_regexes_count(text):
-    seg = segment([text])
-    pos, spaced, unspaced = lines._sentence_marks(seg.cp, seg.cls, lines._FLAGS[seg.cp])
     for line in text.split("\n"):
         line = line.strip()
         s = segment([line])
@@ -98,3 +98,80 @@ def test_digit_hints_never_skip_a_match(texts):
     for t, (may_ipv4, may_phone) in zip(texts, hints, strict=True):
         full = pii.redact(t, ("ip", "phone"))
         assert pii.redact(t, ("ip", "phone"), None, True, bool(may_ipv4), bool(may_phone)) == full
+
+
+_HSPACE_RE = re.compile(r"[^\S\n]{2,}|[^\S\n ]")  # fold_whitespace's regexes before issue 27
+
+
+def _fold_reference(text: str) -> str:
+    if "  " in text or "\t" in text or (not text.isascii() and re.search(r"[^\S\n ]", text)):
+        text = _HSPACE_RE.sub(" ", text)
+    if " \n" in text or "\n " in text:
+        text = re.sub(r" \n ?|\n ", "\n", text)
+    if "\n\n\n" in text:
+        text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(" \t\n\x0b\r\xa0\u2028\u3000ab", max_size=40))
+def test_fold_whitespace_equals_the_regexes(text):
+    assert normalize.fold_whitespace(text) == _fold_reference(text)
+
+
+def _redact_reference(text: str) -> tuple[str, dict[str, int]]:
+    """pii.redact with every pattern run (no pre-check), as before issue 27."""
+    counts = {}
+    text, counts["url"] = pii._sub(pii._URL_RE, text, "url", None)
+    text, counts["email"] = pii._sub(pii._EMAIL_RE, text, "email", None)
+    text, n1 = pii._sub(pii._KEY_RE, text, "key", None)
+    text, n2 = pii._sub(pii._LONG_KEY_RE, text, "key", lambda m: pii._is_long_key(m.group(0)))
+    counts["key"] = n1 + n2
+    text, n6 = pii._sub(pii._IPV6_RE, text, "ip", lambda m: pii._is_ipv6(m.group(0)))
+    text, n4 = pii._sub(pii._IPV4_RE, text, "ip", pii._is_ipv4)
+    counts["ip"] = n6 + n4
+    text, counts["phone"] = pii._sub(
+        pii._PHONE_RE, text, "phone", lambda m: pii._is_phone(m.group(0))
+    )
+    return text, counts
+
+
+_PII_PIECES = st.sampled_from(
+    [
+        " ",
+        "\n",
+        "a",
+        "Z",
+        "7",
+        "0",
+        ".",
+        ":",
+        "::",
+        "-",
+        "@",
+        "x.com",
+        "http://a.b/",
+        "www.",
+        "fe80",
+        "192.168",
+        "+1 ",
+        "(555)",
+        "555-201-1234",
+        "sk-",
+        "AKIA",
+        "eyJ",
+        "aB3" * 11,
+        "f" * 33,
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PII_PIECES, max_size=25))
+def test_redact_prechecks_change_nothing(pieces):
+    text = "".join(pieces)
+    longest = max((len(w) for w in text.split()), default=0)
+    digits = any(c.isdigit() for c in text)
+    may4, may_ph = pii.digit_hints([text])[0]
+    got = pii.redact(text, pii.PII_KINDS, longest, digits, bool(may4), bool(may_ph))
+    assert got == _redact_reference(text)

@@ -46,6 +46,7 @@ _IPV6_RE = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|"
     r"(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"
 )
+_IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")  # in every _IPV6_RE match; a fast ':' scan
 _IPV4_RE = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?(?![\w]|\.\d)")
 _VERSION_CONTEXT_RE = re.compile(
     r"(?:\bv|version|release|ver\.|build|python|rev)\s*$", re.IGNORECASE
@@ -194,12 +195,14 @@ def redact(
         n1 = n2 = 0
         if any(h in text for h in _KEY_HINTS):
             text, n1 = _sub(_KEY_RE, text, "key", None)
-        if max_word_length is None or max_word_length >= 32:
+        if (max_word_length is None or max_word_length >= 32) and any(
+            len(w) >= 32 for w in text.split()
+        ):  # a long key is one whitespace token of >= 32 characters
             text, n2 = _sub(_LONG_KEY_RE, text, "key", lambda m: _is_long_key(m.group(0)))
         counts["key"] = n1 + n2
     if "ip" in kinds:
         n6 = n4 = 0
-        if "::" in text or text.count(":") >= 5:
+        if ("::" in text or text.count(":") >= 5) and _IPV6_HINT.search(text):
             text, n6 = _sub(_IPV6_RE, text, "ip", lambda m: _is_ipv6(m.group(0)))
         if has_digits and may_ipv4 and "." in text:
             text, n4 = _sub(_IPV4_RE, text, "ip", _is_ipv4)
