@@ -175,3 +175,9 @@ def test_redact_prechecks_change_nothing(pieces):
     may4, may_ph = pii.digit_hints([text])[0]
     got = pii.redact(text, pii.PII_KINDS, longest, digits, bool(may4), bool(may_ph))
     assert got == _redact_reference(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("a \n\x00\x0b\x7f\x85\x9f\ufeff\ufffe\uffff\u00e9\u4e2d", max_size=20))
+def test_control_check_is_exact(text):
+    assert normalize._may_have_control(text) == bool(normalize._CONTROL_RE.search(text))
