@@ -21,9 +21,9 @@ import pyarrow as pa
 from pipeline.clean import langid, urls
 from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
-from pipeline.clean.pii import PII_KINDS, redact
+from pipeline.clean.pii import PII_KINDS, digit_hints, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
-from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
+from pipeline.clean.textstats import STAT_INDEX, filter_stats_batch
 from pipeline.config import bounded, input_path, option
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import read_table, write_kept_and_rejected
@@ -201,17 +201,15 @@ class CleanedBatch:
 def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
     """Normalise, measure, filter and redact a batch of texts; None counts as empty."""
     opts = cfg.normalize_options
-    n = len(texts)
-    stats = np.empty((n, NUM_STATS))
     out_texts: list[str] = []
     norm_counts = np.zeros(len(NORMALIZE_COUNTERS), np.int64)
     scripts: Counter[str] = Counter()
     c4_args = (cfg.min_words_per_line, cfg.max_word_length or 1 << 62)
-    for i, raw in enumerate(texts):
+    for raw in texts:
         text, counts = normalize_text(raw or "", opts)
         norm_counts += counts
-        stats[i] = filter_stats(text, cfg.max_chars, c4_args)
         out_texts.append(text)
+    stats = filter_stats_batch(out_texts, cfg.max_chars, c4_args)
     codes = stats[:, STAT_INDEX["dominant_script"]]
     scripts.update(SCRIPTS[int(c)] for c in codes[~np.isnan(codes)])
     langs = lang_scores = None
@@ -227,9 +225,12 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
             stats[:, STAT_INDEX["max_word_length"]],
             stats[:, STAT_INDEX["digit_chars_frac"]],
         )
-        for i in np.flatnonzero(keep):
+        kept = np.flatnonzero(keep).tolist()
+        near = digit_hints([out_texts[i] for i in kept]) if {"ip", "phone"} & set(kinds) else None
+        for j, i in enumerate(kept):
             hint = None if np.isnan(longest[i]) else int(longest[i])
-            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0))
+            may = (True, True) if near is None else (bool(near[j, 0]), bool(near[j, 1]))
+            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0), *may)
             pii.update(counts)
     return CleanedBatch(
         out_texts, keep, fails, stats, norm_counts, dict(pii), scripts, langs, lang_scores
