@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pipeline.stage import Stage
 from pipeline.stages import clean, dedup, download, pack, quality, shard, tokenize
+from pipeline.stages import line_dedup
 
 STAGES: dict[str, Stage] = {}
 
@@ -41,3 +42,4 @@ def unregister_stage(name: str) -> None:
 
 for _stage in (download, clean, dedup, quality, tokenize, pack, shard):
     register_stage(_stage.STAGE)
+register_stage(line_dedup.STAGE, after="dedup")  # boilerplate lines: docs/dedup.md
