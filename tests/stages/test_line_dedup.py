@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from synth_text import sentence
 
 from pipeline.dedup import lines
 from pipeline.executor import Executor
@@ -17,6 +16,7 @@ from pipeline.parts import docs_table, part_name, write_table
 from pipeline.stage import StageContext, StageInputs
 from pipeline.stages import line_dedup
 from pipeline.stages.line_dedup import REASON, LineDedupConfig
+from synth_text import sentence
 
 NAV = [f"Home | Products | Blog | Page {k} of the site menu" for k in range(12)]
 FOOTER = [f"Copyright 2024 Example Corp. Footer link {k}: privacy, terms" for k in range(15)]

@@ -8,8 +8,7 @@ into the order (docs/overview.md walks through adding one). Everything that need
 from __future__ import annotations
 
 from pipeline.stage import Stage
-from pipeline.stages import clean, dedup, download, pack, quality, shard, tokenize
-from pipeline.stages import line_dedup
+from pipeline.stages import clean, dedup, download, line_dedup, pack, quality, shard, tokenize
 
 STAGES: dict[str, Stage] = {}
 
