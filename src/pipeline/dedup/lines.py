@@ -36,21 +36,23 @@ def _units(pieces: list[str], unit: str) -> list[str]:
     return pieces if unit == "line" else pieces[0::2]
 
 
-def unit_hashes(texts: list[str], unit: str, min_chars: int) -> tuple[np.ndarray, np.ndarray]:
-    """Hashes of every candidate unit (stripped, at least max(1, min_chars) characters), in
-    document then unit order: (uint64 [m], units per document int64 [n])."""
+def unit_hashes(
+    texts: list[str], unit: str, min_chars: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate unit (stripped, at least max(1, min_chars) characters), in document then
+    unit order: (hash uint64 [m], its index among its document's units int32 [m], units per
+    document int64 [n])."""
     floor = max(1, min_chars)
     out: list[int] = []
+    where: list[int] = []
     counts = np.zeros(len(texts), np.int64)
     for d, text in enumerate(texts):
-        before = len(out)
-        out += [
-            _h64(s.encode("utf-8", "surrogatepass"))
-            for s in map(str.strip, _units(split_units(text, unit), unit))
-            if len(s) >= floor
-        ]
-        counts[d] = len(out) - before
-    return np.array(out, np.uint64), counts
+        stripped = list(map(str.strip, _units(split_units(text, unit), unit)))
+        idx = [i for i, s in enumerate(stripped) if len(s) >= floor]
+        out += [_h64(stripped[i].encode("utf-8", "surrogatepass")) for i in idx]
+        where += idx
+        counts[d] = len(idx)
+    return np.array(out, np.uint64), np.array(where, np.int32), counts
 
 
 def doc_keys(first: int, n: int, seed: int) -> np.ndarray:
@@ -117,30 +119,20 @@ def removable(hashes: np.ndarray, unit_keys: np.ndarray, rep: np.ndarray) -> np.
     return hit & (np.asarray(rep[1][pos]) != unit_keys)
 
 
-def remove_units(text: str, unit: str, min_chars: int, drop: np.ndarray) -> tuple[str, int, int]:
-    """`text` without the candidate units flagged in `drop` (bool, one per candidate unit in
-    unit_hashes' order); returns (new text, units removed, their UTF-8 bytes). Kept paragraphs
-    are joined by the separator that preceded each in the original."""
-    floor = max(1, min_chars)
+def remove_units(text: str, unit: str, drop: list[int]) -> tuple[str, int]:
+    """`text` without its units at indices `drop` (sorted, from unit_hashes); returns the new
+    text and the removed units' UTF-8 bytes. Kept paragraphs keep the separator that preceded
+    each in the original."""
     pieces = split_units(text, unit)
     units = _units(pieces, unit)
-    keep = [True] * len(units)
-    j, removed, nbytes = 0, 0, 0
-    for i, u in enumerate(units):
-        if len(u.strip()) < floor:
-            continue
-        if drop[j]:
-            keep[i] = False
-            removed += 1
-            nbytes += len(u.encode("utf-8", "surrogatepass"))
-        j += 1
-    assert j == len(drop), "candidate units changed between hashing and removal"
+    nbytes = sum(len(units[i].encode("utf-8", "surrogatepass")) for i in drop)
+    gone = set(drop)
     if unit == "line":
-        return "\n".join(u for u, k in zip(units, keep, strict=True) if k), removed, nbytes
+        return "\n".join(u for i, u in enumerate(units) if i not in gone), nbytes
     out: list[str] = []
     for i, u in enumerate(units):
-        if keep[i]:
+        if i not in gone:
             if out:
                 out.append(pieces[2 * i - 1])
             out.append(u)
-    return "".join(out), removed, nbytes
+    return "".join(out), nbytes

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import heapq
+import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -64,6 +66,25 @@ class LinePart:
     first: int
 
 
+def _save(work: str, kind: str, index: int, arr: np.ndarray) -> None:
+    """A work file, written to a temp name and renamed (atomic) but not fsynced: work files die
+    with the stage's temp folder, so a crash re-runs the stage and never reads them."""
+    path = files.path(work, kind, index)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def _enough_words(text: str, floor: int) -> tuple[bool, int]:
+    """(text has >= `floor` whitespace words, its word count or -1 when not counted): a prefix
+    usually decides it (a prefix's count never exceeds the whole text's)."""
+    if len(text[: 16 * floor + 64].split()) >= floor:
+        return True, -1
+    n = len(text.split())
+    return n >= floor, n
+
+
 def _texts(path: Path) -> list[str]:
     names = pq.ParquetFile(path).schema_arrow.names
     if "text" not in names:
@@ -75,15 +96,17 @@ def _texts(path: Path) -> list[str]:
 
 
 def _hash_part(item: LinePart, cfg: LineDedupConfig, seed: int, work: str) -> dict[str, int]:
-    """Map 1: `hashes-i` (uint64 [m], text order), `counts-i` (units per document) and
+    """Map 1: `hashes-i` (uint64 [m], text order), `where-i` (each one's unit index in its
+    document), `counts-i` (units per document) and
     `rows-i` ((hash, document key) uint64 [2, k], sorted); returns the part's counts."""
     texts = _texts(item.path)
-    hashes, counts = lines.unit_hashes(texts, cfg.unit, cfg.min_chars)
+    hashes, where, counts = lines.unit_hashes(texts, cfg.unit, cfg.min_chars)
     keys = lines.doc_keys(item.first, len(texts), seed)
     rows = lines.part_rows(hashes, counts, keys)
-    files.save(work, "hashes", item.index, hashes)
-    files.save(work, "counts", item.index, counts)
-    files.save(work, "rows", item.index, rows)
+    _save(work, "hashes", item.index, hashes)
+    _save(work, "where", item.index, where)
+    _save(work, "counts", item.index, counts)
+    _save(work, "rows", item.index, rows)
     return {"docs": len(texts), "units": len(hashes), "rows": rows.shape[1]}
 
 
@@ -95,7 +118,7 @@ def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, b
     rows = np.concatenate([np.zeros((2, 0), np.uint64), *got], axis=1)
     del got
     rep, docs = lines.repeated(rows, cfg.min_docs)
-    files.save(work, "rep", p, rep)
+    _save(work, "rep", p, rep)
     top = np.lexsort((rep[0], -docs))[: cfg.num_examples]
     return {
         "repeated": rep.shape[1],
@@ -140,12 +163,15 @@ def _apply_part(
     removed = np.zeros(len(texts), np.int64)
     words = np.zeros(len(texts), np.int64)
     out, nbytes = list(texts), 0
+    where = np.asarray(files.load(work, "where", item.index))
     for d in changed_docs.tolist():
-        new, k, b = lines.remove_units(texts[d], cfg.unit, cfg.min_chars, drop[starts[d] : ends[d]])
-        out[d], removed[d], nbytes = new, k, nbytes + b
-        words[d] = len(new.split())
-        if cfg.min_words is not None and words[d] < cfg.min_words:
-            keep[d] = False
+        lo, hi = int(starts[d]), int(ends[d])
+        gone = where[lo:hi][drop[lo:hi]].tolist()
+        out[d], b = lines.remove_units(texts[d], cfg.unit, gone)
+        removed[d], nbytes = len(gone), nbytes + b
+        if cfg.min_words is not None:
+            ok, words[d] = _enough_words(out[d], cfg.min_words)
+            keep[d] = ok
     examples: dict[int, str] = {}
     if shown:
         want = np.array(sorted(shown), np.uint64)
@@ -153,7 +179,7 @@ def _apply_part(
             h = int(hashes[j])
             if h not in examples:
                 d = int(doc_of[j])
-                examples[h] = _unit_text(texts[d], cfg, j - int(starts[d]))
+                examples[h] = _unit_text(texts[d], cfg, int(where[j]))
     kept = table.filter(pa.array(keep))
     kept = kept.set_column(
         kept.column_names.index("text"),
@@ -181,13 +207,11 @@ def _apply_part(
     return {"outputs": outputs, "counts": doc_counts, "stats": stats, "examples": examples}
 
 
-def _unit_text(text: str, cfg: LineDedupConfig, j: int) -> str:
-    """The `j`-th candidate unit of `text`, stripped and cut to EXAMPLE_CHARS."""
-    floor = max(1, cfg.min_chars)
+def _unit_text(text: str, cfg: LineDedupConfig, i: int) -> str:
+    """Unit `i` of `text`, stripped and cut to EXAMPLE_CHARS."""
     pieces = lines.split_units(text, cfg.unit)
     units = pieces if cfg.unit == "line" else pieces[0::2]
-    cands = [s for s in map(str.strip, units) if len(s) >= floor]
-    return cands[j][:EXAMPLE_CHARS]
+    return units[i].strip()[:EXAMPLE_CHARS]
 
 
 def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
