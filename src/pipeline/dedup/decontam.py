@@ -67,7 +67,7 @@ def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         val = (cp[at].astype(np.uint64) + np.uint64(1)) * _POS_WEIGHTS[pos]
         h = np.add.reduceat(val, heads) ^ (lengths.astype(np.uint64) * _WORD_LEN)
         h = mix64(h, inplace=True)
-    doc = np.cumsum(cp == 1)[starts].astype(np.int64)
+    doc = np.searchsorted(np.flatnonzero(cp == 1), starts).astype(np.int64)
     return h, doc
 
 
@@ -95,15 +95,40 @@ def text_ngrams(texts: list[str], n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def index(grams: np.ndarray) -> np.ndarray:
     """The sorted distinct n-gram hashes uint64 [k]: what matching searches."""
-    return np.unique(grams)
+    g = np.sort(grams)
+    keep = np.ones(len(g), bool)
+    keep[1:] = g[1:] != g[:-1]
+    return g[keep]
 
 
-def contains(sorted_grams: np.ndarray, grams: np.ndarray) -> np.ndarray:
-    """bool [G]: which of `grams` are in `sorted_grams` (sorted, distinct; a memmap is fine)."""
+def bitmap(sorted_grams: np.ndarray) -> np.ndarray:
+    """A one-probe filter of the index: uint8 [2^b / 8] with bit (h mod 2^b) set for each hash,
+    2^b >= 64 bits per n-gram (a ~1.5% false-positive rate, then a binary search decides),
+    at least 2^16 and at most 2^32 bits (512 MB)."""
+    b = min(32, max(16, (64 * max(1, len(sorted_grams)) - 1).bit_length()))
+    bits = np.zeros(1 << (b - 3), np.uint8)
+    low = (sorted_grams & np.uint64((1 << b) - 1)).astype(np.int64)
+    np.bitwise_or.at(bits, low >> 3, (1 << (low & 7)).astype(np.uint8))
+    return bits
+
+
+def contains(
+    sorted_grams: np.ndarray, grams: np.ndarray, bits: np.ndarray | None = None
+) -> np.ndarray:
+    """bool [G]: which of `grams` are in `sorted_grams` (sorted, distinct; a memmap is fine),
+    through `bits` (its bitmap) first when given: most queries miss, and a bit test is one
+    memory read where a binary search is ~18."""
     if len(sorted_grams) == 0 or len(grams) == 0:
         return np.zeros(len(grams), bool)
-    pos = np.minimum(np.searchsorted(sorted_grams, grams), len(sorted_grams) - 1)
-    return np.asarray(sorted_grams[pos]) == grams
+    out = np.zeros(len(grams), bool)
+    cand = np.arange(len(grams))
+    if bits is not None:
+        low = (grams & np.uint64(len(bits) * 8 - 1)).astype(np.int64)
+        cand = np.flatnonzero((bits[low >> 3] >> (low & 7).astype(np.uint8)) & 1)
+    q = grams[cand]
+    pos = np.minimum(np.searchsorted(sorted_grams, q), len(sorted_grams) - 1)
+    out[cand] = np.asarray(sorted_grams[pos]) == q
+    return out
 
 
 def first_shared(text: str, n: int, sorted_grams: np.ndarray) -> str | None:

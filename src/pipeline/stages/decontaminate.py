@@ -120,10 +120,11 @@ def _eval_index(texts: list[str], n: int) -> np.ndarray:
 def _contamination(texts: list[str], n: int, work: str, num_evals: int) -> list[list[int]]:
     """For each text, the eval files (indices) it shares an n-gram with."""
     union = np.load(Path(work) / "union.npy", mmap_mode="r", allow_pickle=False)
+    bits = np.load(Path(work) / "bitmap.npy", allow_pickle=False)
     found: list[list[int]] = [[] for _ in texts]
     for lo, hi in _batches(texts):
         grams, doc = decontam.text_ngrams(texts[lo:hi], n)
-        hit = decontam.contains(union, grams)
+        hit = decontam.contains(union, grams, bits)
         if not hit.any():
             continue
         grams, doc = grams[hit], doc[hit]
@@ -200,8 +201,10 @@ def run(cfg: DecontaminateConfig, ctx: StageContext) -> StageResult:
         sizes.append(len(idx))
         records.append(len(texts))
         indexes.append(idx)
-    save_npy(work / "union.npy", decontam.index(np.concatenate([np.zeros(0, np.uint64), *indexes])))
-    del indexes
+    union = decontam.index(np.concatenate([np.zeros(0, np.uint64), *indexes]))
+    save_npy(work / "union.npy", union)
+    save_npy(work / "bitmap.npy", decontam.bitmap(union))
+    del indexes, union
     fn = functools.partial(_part, cfg=cfg, work=str(work), names=names, out=str(ctx.out_dir))
     items = [(i, str(p)) for i, p in enumerate(ctx.input_parts)]
     results = ctx.executor.map(fn, items, desc="decontaminate")
