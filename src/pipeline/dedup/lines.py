@@ -124,15 +124,17 @@ def remove_units(text: str, unit: str, drop: list[int]) -> tuple[str, int]:
     text and the removed units' UTF-8 bytes. Kept paragraphs keep the separator that preceded
     each in the original."""
     pieces = split_units(text, unit)
-    units = _units(pieces, unit)
-    nbytes = sum(len(units[i].encode("utf-8", "surrogatepass")) for i in drop)
-    gone = set(drop)
     if unit == "line":
-        return "\n".join(u for i, u in enumerate(units) if i not in gone), nbytes
+        nbytes = sum(len(pieces[i].encode("utf-8", "surrogatepass")) for i in drop)
+        for i in reversed(drop):
+            del pieces[i]
+        return "\n".join(pieces), nbytes
+    nbytes = sum(len(pieces[2 * i].encode("utf-8", "surrogatepass")) for i in drop)
+    gone = set(drop)
     out: list[str] = []
-    for i, u in enumerate(units):
-        if i not in gone:
+    for i in range(0, len(pieces), 2):
+        if i // 2 not in gone:
             if out:
-                out.append(pieces[2 * i - 1])
-            out.append(u)
+                out.append(pieces[i - 1])
+            out.append(pieces[i])
     return "".join(out), nbytes

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import bounded, option, setting
@@ -74,6 +75,11 @@ def _save(work: str, kind: str, index: int, arr: np.ndarray) -> None:
     with open(tmp, "wb") as f:
         np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
     os.replace(tmp, path)
+
+
+def _load(work: str, kind: str, index: int) -> np.ndarray:
+    """A whole work file in memory (small, or read whole anyway: no memory map set-up)."""
+    return np.load(files.path(work, kind, index), allow_pickle=False)
 
 
 def _enough_words(text: str, floor: int) -> tuple[bool, int]:
@@ -130,15 +136,15 @@ def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, b
 def _part_removals(work: str, index: int, first: int, seed: int, bits: int) -> tuple:
     """Part `index`'s candidate hashes uint64 [m], their document int64 [m] and removal flags
     bool [m], looked up in each hash partition's `rep` file."""
-    hashes = np.array(files.load(work, "hashes", index))
-    counts = np.array(files.load(work, "counts", index))
+    hashes = _load(work, "hashes", index)
+    counts = _load(work, "counts", index)
     doc_of = np.repeat(np.arange(len(counts)), counts)
     unit_keys = lines.doc_keys(first, len(counts), seed)[doc_of]
     drop = np.zeros(len(hashes), bool)
     part_of = hashes >> np.uint64(64 - bits) if bits else np.zeros(len(hashes), np.uint64)
     for p in np.unique(part_of).tolist():
         sel = np.flatnonzero(part_of == p)
-        drop[sel] = lines.removable(hashes[sel], unit_keys[sel], files.load(work, "rep", p))
+        drop[sel] = lines.removable(hashes[sel], unit_keys[sel], _load(work, "rep", p))
     return hashes, doc_of, counts, drop
 
 
@@ -154,24 +160,25 @@ def _apply_part(
     """Map 3: rewrite part `index`'s texts, write kept and rejected rows; returns counts and
     the text of the example hashes `shown` this part holds."""
     table = read_table(item.path)
-    texts = table.column("text").to_pylist()
+    col = table.column("text").combine_chunks()  # Python strings only for changed documents
+    n = len(col)
     hashes, doc_of, counts, drop = _part_removals(work, item.index, item.first, seed, bits)
     ends = np.cumsum(counts)
     starts = ends - counts
-    changed_docs = np.flatnonzero(np.bincount(doc_of[drop], minlength=len(texts)))
-    keep = np.ones(len(texts), bool)
-    removed = np.zeros(len(texts), np.int64)
-    words = np.zeros(len(texts), np.int64)
-    out, nbytes = list(texts), 0
-    where = np.asarray(files.load(work, "where", item.index))
+    changed_docs = np.flatnonzero(np.bincount(doc_of[drop], minlength=n))
+    keep = np.ones(n, bool)
+    removed = np.zeros(n, np.int64)
+    words = np.zeros(n, np.int64)
+    new_texts, nbytes = [], 0
+    where = _load(work, "where", item.index)
     for d in changed_docs.tolist():
         lo, hi = int(starts[d]), int(ends[d])
         gone = where[lo:hi][drop[lo:hi]].tolist()
-        out[d], b = lines.remove_units(texts[d], cfg.unit, gone)
+        text, b = lines.remove_units(col[d].as_py(), cfg.unit, gone)
+        new_texts.append(text)
         removed[d], nbytes = len(gone), nbytes + b
         if cfg.min_words is not None:
-            ok, words[d] = _enough_words(out[d], cfg.min_words)
-            keep[d] = ok
+            keep[d], words[d] = _enough_words(text, cfg.min_words)
     examples: dict[int, str] = {}
     if shown:
         want = np.array(sorted(shown), np.uint64)
@@ -179,13 +186,12 @@ def _apply_part(
             h = int(hashes[j])
             if h not in examples:
                 d = int(doc_of[j])
-                examples[h] = _unit_text(texts[d], cfg, int(where[j]))
-    kept = table.filter(pa.array(keep))
-    kept = kept.set_column(
-        kept.column_names.index("text"),
-        "text",
-        pa.array([t for t, k in zip(out, keep, strict=True) if k], pa.string()),
-    )
+                examples[h] = _unit_text(col[d].as_py(), cfg, int(where[j]))
+    changed = np.zeros(n, bool)
+    changed[changed_docs] = True
+    text = pc.replace_with_mask(col, pa.array(changed), pa.array(new_texts, pa.string()))
+    kept = table.set_column(table.column_names.index("text"), "text", text)
+    kept = kept.filter(pa.array(keep))
     reasons = [[REASON]] * int((~keep).sum())
     outputs, doc_counts = write_kept_and_rejected(
         Path(out_dir),
