@@ -46,7 +46,9 @@ class DecontaminateConfig:
             "input": True,
         },
     )
-    ngram: int = bounded(13, ge=1, le=64, doc="words per n-gram (GPT-3, Llama 2: 13)")
+    ngram: int = bounded(
+        13, ge=1, le=64, doc="words per n-gram (GPT-3, NeMo Curator: 13; datatrove: 12)"
+    )
     mode: Literal["drop", "mark"] = option(
         "drop", "drop contaminated documents, or keep all and add `contaminated` columns"
     )
@@ -193,7 +195,7 @@ def run(cfg: DecontaminateConfig, ctx: StageContext) -> StageResult:
     work.mkdir(parents=True, exist_ok=True)
     names, sizes, records = [], [], []
     indexes = []
-    for k, ev in enumerate(evals):  # the driver holds one eval file's n-grams at a time
+    for k, ev in enumerate(evals):  # the driver holds every file's distinct n-grams: 8 B each
         texts = read_eval(ev.path)
         idx = _eval_index(texts, cfg.ngram)
         save_npy(work / f"eval-{k:05d}.npy", idx)
