@@ -140,8 +140,10 @@ def _part_removals(work: str, index: int, first: int, seed: int, bits: int) -> t
     counts = _load(work, "counts", index)
     doc_of = np.repeat(np.arange(len(counts)), counts)
     unit_keys = lines.doc_keys(first, len(counts), seed)[doc_of]
+    if bits == 0:
+        return hashes, doc_of, counts, lines.removable(hashes, unit_keys, _load(work, "rep", 0))
     drop = np.zeros(len(hashes), bool)
-    part_of = hashes >> np.uint64(64 - bits) if bits else np.zeros(len(hashes), np.uint64)
+    part_of = hashes >> np.uint64(64 - bits)
     for p in np.unique(part_of).tolist():
         sel = np.flatnonzero(part_of == p)
         drop[sel] = lines.removable(hashes[sel], unit_keys[sel], _load(work, "rep", p))
