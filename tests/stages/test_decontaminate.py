@@ -151,3 +151,33 @@ def test_bad_eval_files(mix):
 
     with pytest.raises(RecipeError, match="decontaminate.eval_texts"):
         build_config(DecontaminateConfig, {}, "decontaminate")
+
+
+def test_empty_parts_texts_and_a_rerun_on_marked_output(mix):
+    """An empty part, empty texts and an eval file shorter than one n-gram; then drop mode on
+    the marked output (its columns are replaced, not duplicated)."""
+    tmp_path, planted = mix
+    write_table(tmp_path / "in" / part_name(4), docs_table([], [], []))
+    write_table(tmp_path / "in" / part_name(5), docs_table(["e0", "e1"], ["", " ,. "], ["w"] * 2))
+    (tmp_path / "short.txt").write_text("only five words in here", encoding="utf-8")
+    evals = [str(tmp_path / n) for n in ("wiki.test.txt", "qa.jsonl", "short.txt")]
+    res, marked = _run(tmp_path, name="m", mode="mark", eval_texts=evals)
+    assert [e["ngrams"] for e in res.stats["eval_files"]][2] == 0
+    assert res.all_stats()["docs_out"] == 62 and res.stats["contaminated_docs"] == len(planted)
+    again = tmp_path / "again"
+    again.mkdir()
+    with Executor(1) as ex:
+        ctx = StageContext(
+            name="decontaminate",
+            run_dir=tmp_path,
+            out_dir=again,
+            seed=1,
+            inputs={"decontaminate": StageInputs.from_dir("decontaminate", marked)},
+            upstream="decontaminate",
+            executor=ex,
+            progress=False,
+        )
+        res = decontaminate.run(DecontaminateConfig(eval_texts=evals), ctx)
+    assert res.all_stats()[f"dropped_{REASON}"] == len(planted)
+    names = pq.read_table(again / "rejected" / part_name(0)).column_names
+    assert names.count("contaminated") == 1 and names.count("matched_ngram") == 1

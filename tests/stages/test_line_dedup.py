@@ -177,3 +177,14 @@ def test_min_docs_below_two_is_a_recipe_error():
 
     with pytest.raises(RecipeError, match="line_dedup.min_docs"):
         build_config(LineDedupConfig, {"min_docs": 1}, "line_dedup")
+
+
+def test_empty_parts_and_texts(tmp_path):
+    rng = np.random.default_rng(5)
+    parts = _parts([_page(d, rng) for d in range(3)], 3)
+    parts += [docs_table([], [], []), docs_table(["e0", "e1"], ["", "\n\n \n"], ["w", "w"])]
+    res, out = _run(tmp_path, parts)
+    stats = res.all_stats()
+    assert stats["docs_in"] == stats["docs_out"] == 5 and stats["lines_removed"] == 27 * 2
+    assert pq.read_table(out / part_name(1)).num_rows == 0
+    assert pq.read_table(out / part_name(2)).column("text").to_pylist() == ["", "\n\n \n"]

@@ -143,6 +143,8 @@ def _part(item: tuple[int, str], cfg: DecontaminateConfig, work: str, names: lis
     table = read_table(Path(path))
     if "text" not in table.column_names:
         raise DataError(path, f"column 'text' is missing; columns: {table.column_names}")
+    ours = [c for c in ("contaminated", "matched_ngram") if c in table.column_names]
+    table = table.drop_columns(ours)  # a re-run on marked output: ours replace the old ones
     texts = table.column("text").to_pylist()
     found = _contamination(texts, cfg.ngram, work, len(names))
     union = np.load(Path(work) / "union.npy", mmap_mode="r", allow_pickle=False)
@@ -173,8 +175,6 @@ def _part(item: tuple[int, str], cfg: DecontaminateConfig, work: str, names: lis
         )
     else:
         for name, col in cols.items():
-            if name in table.column_names:  # a re-run on marked output: ours replace them
-                table = table.drop_columns([name])
             table = table.append_column(name, col)
         outputs, counts = write_kept_and_rejected(Path(out), index, table, keep, [])
     counts.dropped = {REASON: 0, **counts.dropped} if cfg.mode == "drop" else counts.dropped
