@@ -103,8 +103,8 @@ def _texts(path: Path) -> list[str]:
 
 def _hash_part(item: LinePart, cfg: LineDedupConfig, seed: int, work: str) -> dict[str, int]:
     """Map 1: `hashes-i` (uint64 [m], text order), `where-i` (each one's unit index in its
-    document), `counts-i` (units per document) and
-    `rows-i` ((hash, document key) uint64 [2, k], sorted); returns the part's counts."""
+    document), `counts-i` (units per document) and `rows-i` ((hash, document key) uint64
+    [2, k], sorted); returns the part's counts."""
     texts = _texts(item.path)
     hashes, where, counts = lines.unit_hashes(texts, cfg.unit, cfg.min_chars)
     keys = lines.doc_keys(item.first, len(texts), seed)
@@ -118,8 +118,7 @@ def _hash_part(item: LinePart, cfg: LineDedupConfig, seed: int, work: str) -> di
 
 def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, bits: int):
     """Map 2: the hashes of partition `p` in >= min_docs documents -> `rep-p` (hash, first
-    key); returns their number, the units they make removable and the `num_examples` most
-    repeated as (documents, hash)."""
+    key); returns their number and the `num_examples` most repeated as (documents, hash)."""
     got = [lines.slice_partition(files.load(work, "rows", i), p, bits) for i in range(num_parts)]
     rows = np.concatenate([np.zeros((2, 0), np.uint64), *got], axis=1)
     del got
@@ -128,7 +127,6 @@ def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, b
     top = np.lexsort((rep[0], -docs))[: cfg.num_examples]
     return {
         "repeated": rep.shape[1],
-        "removable": int((docs - 1).sum()),
         "top": [(int(docs[j]), int(rep[0][j])) for j in top.tolist()],
     }
 
@@ -146,7 +144,8 @@ def _part_removals(work: str, index: int, first: int, seed: int, bits: int) -> t
     part_of = hashes >> np.uint64(64 - bits)
     for p in np.unique(part_of).tolist():
         sel = np.flatnonzero(part_of == p)
-        drop[sel] = lines.removable(hashes[sel], unit_keys[sel], _load(work, "rep", p))
+        # memory-mapped: every part reads each partition's file, the page cache shares it
+        drop[sel] = lines.removable(hashes[sel], unit_keys[sel], files.load(work, "rep", p))
     return hashes, doc_of, counts, drop
 
 
@@ -181,14 +180,7 @@ def _apply_part(
         removed[d], nbytes = len(gone), nbytes + b
         if cfg.min_words is not None:
             keep[d], words[d] = _enough_words(text, cfg.min_words)
-    examples: dict[int, str] = {}
-    if shown:
-        want = np.array(sorted(shown), np.uint64)
-        for j in np.flatnonzero(np.isin(hashes, want)).tolist():
-            h = int(hashes[j])
-            if h not in examples:
-                d = int(doc_of[j])
-                examples[h] = _unit_text(col[d].as_py(), cfg, int(where[j]))
+    examples = _examples(cfg, col, hashes, doc_of, where, shown)
     changed = np.zeros(n, bool)
     changed[changed_docs] = True
     text = pc.replace_with_mask(col, pa.array(changed), pa.array(new_texts, pa.string()))
@@ -215,11 +207,26 @@ def _apply_part(
     return {"outputs": outputs, "counts": doc_counts, "stats": stats, "examples": examples}
 
 
-def _unit_text(text: str, cfg: LineDedupConfig, i: int) -> str:
-    """Unit `i` of `text`, stripped and cut to EXAMPLE_CHARS."""
-    pieces = lines.split_units(text, cfg.unit)
-    units = pieces if cfg.unit == "line" else pieces[0::2]
-    return units[i].strip()[:EXAMPLE_CHARS]
+def _examples(
+    cfg: LineDedupConfig,
+    col: pa.StringArray,
+    hashes: np.ndarray,
+    doc_of: np.ndarray,
+    where: np.ndarray,
+    shown: frozenset,
+) -> dict[int, str]:
+    """{hash: its first occurrence's text in this part, stripped, cut to EXAMPLE_CHARS} for
+    the example hashes `shown`."""
+    if not shown:
+        return {}
+    hit = np.flatnonzero(np.isin(hashes, np.array(sorted(shown), np.uint64)))
+    found, first = np.unique(hashes[hit], return_index=True)
+    out = {}
+    for h, j in zip(found.tolist(), hit[first].tolist(), strict=True):
+        pieces = lines.split_units(col[int(doc_of[j])].as_py(), cfg.unit)
+        units = pieces if cfg.unit == "line" else pieces[0::2]
+        out[h] = units[int(where[j])].strip()[:EXAMPLE_CHARS]
+    return out
 
 
 def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
