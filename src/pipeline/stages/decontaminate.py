@@ -143,6 +143,8 @@ def _part(item: tuple[int, str], cfg: DecontaminateConfig, work: str, names: lis
     table = read_table(Path(path))
     if "text" not in table.column_names:
         raise DataError(path, f"column 'text' is missing; columns: {table.column_names}")
+    if table.column("text").null_count:
+        raise DataError(path, f"{table.column('text').null_count} rows have a null text")
     ours = [c for c in ("contaminated", "matched_ngram") if c in table.column_names]
     table = table.drop_columns(ours)  # a re-run on marked output: ours replace the old ones
     texts = table.column("text").to_pylist()
