@@ -463,6 +463,30 @@ def _pretrain(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     return figs
 
 
+def _line_dedup(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    figs = [_drop_figure("line_dedup", st)]
+    unit, examples = st.get("unit", "line"), st.get("examples") or []
+    if examples:
+        labels = [e["text"][:48] for e in examples]
+        values = [e["docs"] for e in examples]
+        svg = bars(
+            f"most repeated {unit}s: documents holding each", labels, [("", values, DROPPED)]
+        )
+        note = f"each stays in one document; {fmt(st.get(f'{unit}s_removed', 0))} {unit}s removed"
+        rows = [[e["text"], e["docs"]] for e in examples]
+        figs.append(figure(svg, note, table([unit, "docs"], rows)))
+    return figs
+
+
+def _decontaminate(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    figs = [_drop_figure("decontaminate", st)]
+    if st.get("contaminated_docs_by_eval"):
+        caption = f"documents sharing a {st.get('ngram', '')}-gram with each eval file"
+        by_eval = st["contaminated_docs_by_eval"]
+        figs.append(_dict_figure("contaminated documents per eval file", by_eval, "docs", caption))
+    return figs
+
+
 def _generic(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     fig = _drop_figure("stage", st)
     return [fig] if fig else []
@@ -472,7 +496,9 @@ SECTIONS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
     "download": _download,
     "clean": _clean,
     "dedup": _dedup,
+    "line_dedup": _line_dedup,
     "quality": _quality,
+    "decontaminate": _decontaminate,
     "tokenize": _tokenize,
     "pack": _pack,
     "shard": _shard,
