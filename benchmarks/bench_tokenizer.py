@@ -32,7 +32,7 @@ CORPORA = Path(os.environ.get("PIPELINE_CORPORA", "/work/shared/corpora"))
 OUT = ROOT / "outputs" / "benchmarks" / "tokenizer.json"
 sys.path[:0] = [str(ROOT / "src"), str(SITE)]
 
-from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, save, train_bpe  # noqa: E402
+from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, dumps, train_bpe  # noqa: E402
 from pipeline.tokenizer.pretokenize import (  # noqa: E402
     SPLIT_PATTERN,
     compile_pattern,
@@ -183,7 +183,7 @@ def _hf_from(ours: Tokenizer):
     from tokenizers import Tokenizer as HFTokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
-        save(ours, Path(tmp) / "tokenizer.json")
+        (Path(tmp) / "tokenizer.json").write_bytes(dumps(ours))
         return HFTokenizer.from_file(str(Path(tmp) / "tokenizer.json"))
 
 
