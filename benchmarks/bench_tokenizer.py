@@ -36,9 +36,9 @@ from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, dumps, train_bpe  # 
 from pipeline.tokenizer.pretokenize import (  # noqa: E402
     SPLIT_PATTERN,
     compile_pattern,
-    count_words,
     special_splitter,
 )
+from pipeline.tokenizer.wordcount import count_words  # noqa: E402
 
 TRAIN_FILES = [
     "tinystories/tinystories_sample.txt",

@@ -1,6 +1,6 @@
 """BPE training: merges from word counts with incremental pair counts and a lazy max-heap.
 
-Input is a {piece: count} mapping (see pretokenize.count_words), so the cost of a merge is the
+Input is a {piece: count} mapping (see wordcount.count_words), so the cost of a merge is the
 number of *distinct* words holding the pair, never a pass over the corpus. Ties: the higher
 count wins, then the lexicographically smaller pair of byte strings (left token first), so the
 result depends only on the counts, not on dict or worker order.
