@@ -134,9 +134,13 @@ def child(what: str, vocab: int, merges_file: str) -> None:
         return
     docs = train + [d for f in HELDOUT_FILES for d in read_docs(f)]
     merges = [tuple(m) for m in json.loads(Path(merges_file).read_text())]
+    enc = tiktoken_from(Tokenizer(merges)) if what == "tiktoken" else None
     gc.collect()
     t0 = time.process_time()
-    ids = Tokenizer(merges).encode_batch(docs)
+    if enc is not None:
+        ids = [enc.encode(d, allowed_special="all") for d in docs]
+    else:
+        ids = Tokenizer(merges).encode_batch(docs)
     secs = time.process_time() - t0
     print(json.dumps({"seconds": secs, "sha256": digest(ids)}))
 
@@ -377,6 +381,38 @@ def bench_encode(
     }
 
 
+def bench_encode_children(vocab: int, train: list[str], repeats: int, before: str | None) -> dict:
+    """Cold encode of train + held-out with our merges, each candidate in a fresh process per
+    round (ours, --before's, tiktoken): no candidate inherits the heap of the others, as they
+    do in bench_encode's one process."""
+    ours = train_ours(train, vocab)
+    merges_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    with merges_file:
+        json.dump([list(m) for m in ours.merges], merges_file)
+    src = str(ROOT / "src")
+    fns = {"ours_cold_cache": lambda: run_child(src, "encode", vocab, merges_file.name)}
+    if before:
+        fns["ours_before_cold_cache"] = lambda: run_child(before, "encode", vocab, merges_file.name)
+    fns["tiktoken"] = lambda: run_child(src, "tiktoken", vocab, merges_file.name)
+    secs, last = interleaved(fns, repeats)
+    os.unlink(merges_file.name)
+    docs_mb = nbytes(train + [d for f in HELDOUT_FILES for d in read_docs(f)]) / 1e6
+    mbs = {k: docs_mb / v for k, v in secs.items()}
+    out = {
+        "vocab_size": vocab,
+        "encode_mb": round(docs_mb, 3),
+        "encode_seconds": secs,
+        "encode_mb_per_s": mbs,
+        "encode_ratio_over_tiktoken": {k: v / mbs["tiktoken"] for k, v in mbs.items()},
+        "ids_identical_to_tiktoken": last["ours_cold_cache"].sha256 == last["tiktoken"].sha256,
+    }
+    if before:
+        out["ids_identical_to_before"] = (
+            last["ours_cold_cache"].sha256 == last["ours_before_cold_cache"].sha256
+        )
+    return out
+
+
 def bench_vocab(
     vocab: int, train: list[str], held: list[str], repeats: int, before: str | None
 ) -> dict:
@@ -426,7 +462,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--vocab", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--before", help="src/ of another checkout, timed beside ours")
-    ap.add_argument("--child", choices=["train", "encode"], help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--encode-children",
+        action="store_true",
+        help="only the cold encode, each candidate in a fresh process per round",
+    )
+    ap.add_argument("--child", choices=["train", "encode", "tiktoken"], help=argparse.SUPPRESS)
     ap.add_argument("--merges", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -439,6 +480,14 @@ def main() -> None:
             print(f"tiktoken could not be installed ({exc}); skipping that peer", flush=True)
     train = [d for f in TRAIN_FILES for d in read_docs(f)]
     held = [d for f in HELDOUT_FILES for d in read_docs(f)]
+    if args.encode_children:
+        res = [bench_encode_children(v, train, args.repeats, args.before) for v in args.vocab]
+        path = OUT.with_name("tokenizer_encode_children.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"repeats": args.repeats, "results": res}, indent=1) + "\n")
+        print(json.dumps(res, indent=1))
+        print(f"wrote {path}")
+        return
     results = []
     for v in args.vocab:
         r = bench_vocab(v, train, held, args.repeats, args.before)
