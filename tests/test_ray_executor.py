@@ -116,3 +116,35 @@ def test_ray_executor_binds_ledger_and_sync_and_removes_the_nodes_copies(ray_clu
         check_bind(ex, token)
         assert copy.is_dir()
     assert not copy.exists()
+
+
+def test_mix_url_lists_and_dedup_on_ray_are_byte_identical_to_local(tmp_path, ray_cluster):
+    """download.sources (× 2 and × 0.5), clean's domain list and dedup of the copies: the same
+    bytes on Ray as on one local worker."""
+    from helpers import make_recipe
+    from synth_text import docs
+
+    for name, seed in (("wiki", 1), ("web", 2)):
+        rows = [
+            {"id": str(i), "text": t, "url": f"https://{'spam' if i % 4 == 0 else name}.com/{i}"}
+            for i, t in enumerate(docs(12, seed=seed, sentences=8))
+        ]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "domains.txt").write_text("spam.com\n")
+    sources = [
+        {"source": "jsonl", "path": str(tmp_path / "wiki.jsonl"), "url_field": "url", "weight": 2},
+        {"source": "jsonl", "path": str(tmp_path / "web.jsonl"), "url_field": "url", "weight": 0.5},
+    ]
+    stages = {
+        "download": {"sources": sources, "docs_per_part": 8},
+        "clean": {
+            "domain_blocklist": str(tmp_path / "domains.txt"),
+            "min_words": 5,
+            "min_stop_words": None,
+        },
+        "dedup": {},
+    }
+    run_recipe(make_recipe(tmp_path / "local", stages), progress=False)
+    run_recipe(make_recipe(tmp_path / "ray", stages, executor={"kind": "ray"}), progress=False)
+    want, got = _manifest_shas(tmp_path / "local"), _manifest_shas(tmp_path / "ray")
+    assert list(got) == ["download", "clean", "dedup"] and got == want

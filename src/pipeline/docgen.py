@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
@@ -57,6 +58,18 @@ def table(cls: type) -> list[str]:
     return rows
 
 
+def nested_lists(cls: type) -> list[tuple[str, type]]:
+    """(field, entry class) of each field that holds a list of config dataclasses."""
+    out = []
+    for name, tp in typing.get_type_hints(cls).items():
+        for arg in typing.get_args(tp) or (tp,):
+            if typing.get_origin(arg) is list:
+                (item,) = typing.get_args(arg)
+                if dataclasses.is_dataclass(item):
+                    out.append((name, item))
+    return out
+
+
 def _source(cls: type) -> str:
     """The file that defines `cls`, from the repository root (src/pipeline/...)."""
     path = Path(inspect.getsourcefile(cls) or "").resolve()
@@ -89,6 +102,13 @@ def generate() -> str:
             *table(stage.config_cls),
             "",
         ]
+        for key, cls in nested_lists(stage.config_cls):
+            lines += [
+                f"### `{name}.{key}[]`: each entry (`{cls.__name__}`)",
+                "",
+                *table(cls),
+                "",
+            ]
     lines += [
         "## `pretrain:` (its own recipe file, `pipeline pretrain` / `pipeline ablate`)",
         "",

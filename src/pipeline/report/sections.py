@@ -94,7 +94,31 @@ def _download(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         figs.append(
             _dict_figure("documents per source", st["docs_per_source"], "docs", "what each gave")
         )
+    if isinstance(st.get("mix"), dict) and st["mix"]:
+        figs.append(_mix_figure(st["mix"]))
     return figs
+
+
+def _mix_figure(mix: dict[str, Any]) -> str:
+    """download.sources: documents per source before and after its weight (`wiki × 3`)."""
+    rows = [
+        (str(m.get("shown_as", n)), m.get("docs_before"), m.get("docs_after"))
+        for n, m in mix.items()
+    ]
+    labels = [r[0] for r in rows]
+    before = [float(r[1]) if _is_count(r[1]) else None for r in rows]
+    after = [float(r[2]) if _is_count(r[2]) else None for r in rows]
+    svg = bars(
+        "mix: documents per source before and after",
+        labels,
+        [("before", before, DROPPED), ("after", after, KEPT)],
+    )
+    body = table(["source × weight", "before", "after"], [list(r) for r in rows])
+    return figure(svg, "download.sources: weight > 1 repeats passes, < 1 samples", body)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _histogram_figure(
@@ -246,7 +270,7 @@ def _dedup_measured(st: dict[str, Any]) -> str:
     caption = (
         f"exact Jaccard on the stage's shingles, seeded samples "
         f"({st.get('merge_precision_sample_key')}, {st.get('pair_recall_docs_key')}); "
-        f"95% Wilson intervals; cost {fmt(st.get('measure_seconds'))} s"
+        f"95% Wilson intervals; cost {fmt(st.get('measure_cpu_seconds'))} CPU s"
     )
     return figure(svg, caption, table(["", "estimate (95% CI)", "sample", "what"], rows))
 

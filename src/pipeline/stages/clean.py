@@ -18,14 +18,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.clean import urls
 from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
 from pipeline.clean.pii import PII_KINDS, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
 from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
-from pipeline.config import bounded, option
+from pipeline.config import bounded, input_path, option
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.sources.files import expand_paths
 from pipeline.stage import DocCounts, PartItem, Stage, StageContext, StageResult
 
 WAVE_PARTS = 256  # parts per map call at least: their summaries are summed, then dropped
@@ -105,6 +107,15 @@ class CleanConfig:
         0.01, ge=0.0, le=1.0, doc="FineWeb code"
     )
     max_newlines_per_word: float | None = bounded(0.3, ge=0.0, doc="FineWeb list_ratio")
+    # URL filters (pipeline.clean.urls), checked before any text rule: a blocked page is not
+    # measured; files of one entry per line, `#` comments (docs/clean.md)
+    domain_blocklist: str | list[str] | None = input_path(
+        doc="files of domains (example.com: it and its subdomains); null: off"
+    )
+    url_blocklist: str | list[str] | None = input_path(
+        doc="files of URL patterns (host/path-prefix, * in the path); null: off"
+    )
+    url_field: str = option("url", "the column holding each document's URL (warc: url)")
 
     def validate(self, path: str) -> None:
         for i, kind in enumerate(self.redact_pii):
@@ -121,6 +132,7 @@ class CleanConfig:
             a, b = getattr(self, lo), getattr(self, hi)
             if a is not None and b is not None and a > b:
                 raise RecipeError(f"{path}.{lo}", f"must be <= {hi} ({b}), got {a}")
+        load_blocklist(self, path)  # a bad list file stops the run before it starts
 
     @property
     def normalize_options(self) -> NormalizeOptions:
@@ -182,8 +194,49 @@ def _reasons(fails: np.ndarray) -> list[list[str]]:
     return [[RULE_NAMES[j] for j in np.flatnonzero(row)] for row in fails]
 
 
-def clean_part(item: PartItem, cfg: CleanConfig, out_dir: str) -> dict[str, Any]:
-    """Clean one input part; writes part-i (kept) and rejected/part-i (if any were dropped)."""
+def load_blocklist(cfg: CleanConfig, path: str = "clean") -> urls.Blocklist | None:
+    """The URL and domain lists the config names, parsed (None: no list). A list file that is
+    missing or not UTF-8 is a RecipeError; a bad line a DataError naming file:line."""
+    lists = []
+    for key, parse in (("domain_blocklist", urls.parse_domains), ("url_blocklist", None)):
+        value = getattr(cfg, key)
+        for name in [value] if isinstance(value, str) else value or []:
+            files = expand_paths(name)
+            if not files:
+                raise RecipeError(f"{path}.{key}", f"no file matches {name!r}")
+            for f in files:
+                try:
+                    lines = f.read_text(encoding="utf-8").splitlines()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise DataError(str(f), f"cannot read the {key} file ({exc})") from None
+                if parse is None:
+                    lists.append(urls.Blocklist(urls=urls.parse_url_patterns(lines, str(f))))
+                else:
+                    lists.append(urls.Blocklist(domains=parse(lines, str(f))))
+    return urls.merge(lists) if lists else None
+
+
+def _url_reasons(
+    table: pa.Table, cfg: CleanConfig, blocklist: urls.Blocklist | None, where: str
+) -> tuple[list[str | None] | None, int]:
+    """Per row, the URL rule that blocks it (or None), and how many rows have no URL."""
+    if blocklist is None:
+        return None, 0
+    if cfg.url_field not in table.column_names:
+        raise DataError(
+            where,
+            f"no '{cfg.url_field}' column for the URL block lists (clean.url_field); "
+            f"columns: {', '.join(table.column_names)}",
+        )
+    values = table.column(cfg.url_field).to_pylist()
+    return urls.block_reasons(values, blocklist), sum(not v for v in values)
+
+
+def clean_part(
+    item: PartItem, cfg: CleanConfig, out_dir: str, blocklist: urls.Blocklist | None = None
+) -> dict[str, Any]:
+    """Clean one input part; writes part-i (kept) and rejected/part-i (if any were dropped).
+    A row a URL list blocks is dropped with that reason alone, before the text rules."""
     index, in_path = item.index, item.path
     try:
         table = read_table(Path(in_path))
@@ -191,6 +244,10 @@ def clean_part(item: PartItem, cfg: CleanConfig, out_dir: str) -> dict[str, Any]
         raise DataError(in_path, f"cannot read Parquet part ({exc})") from None
     if "text" not in table.column_names:
         raise DataError(in_path, f"no 'text' column; columns: {', '.join(table.column_names)}")
+    url_reasons, no_url = _url_reasons(table, cfg, blocklist, in_path)
+    full = table
+    if url_reasons is not None:
+        table = table.filter(pa.array([r is None for r in url_reasons]))
     texts = table.column("text").to_pylist()
     batch = clean_texts(texts, cfg)
     kept = table.filter(pa.array(batch.keep))
@@ -198,9 +255,10 @@ def clean_part(item: PartItem, cfg: CleanConfig, out_dir: str) -> dict[str, Any]
     text_col = kept.column_names.index("text")
     kept = kept.set_column(text_col, "text", pa.array(kept_texts, pa.string()))
     reasons = _reasons(batch.fails[~batch.keep])  # every failed rule, the first one counted
-    outputs, counts = write_kept_and_rejected(
-        Path(out_dir), index, table, batch.keep, reasons, kept=kept
-    )
+    keep = batch.keep
+    if url_reasons is not None:
+        keep, reasons = _with_url_reasons(url_reasons, batch.keep, reasons)
+    outputs, counts = write_kept_and_rejected(Path(out_dir), index, full, keep, reasons, kept=kept)
     att = attribution(batch.fails)
     return {
         "outputs": outputs,
@@ -213,7 +271,27 @@ def clean_part(item: PartItem, cfg: CleanConfig, out_dir: str) -> dict[str, Any]
         "pii": batch.pii_counts,
         "scripts": batch.scripts,
         "stats_skipped": int(np.isnan(batch.stats[:, 1]).sum() - (batch.stats[:, 0] == 0).sum()),
+        "no_url": no_url,
     }
+
+
+def _with_url_reasons(
+    url_reasons: list[str | None], keep: np.ndarray, reasons: list[list[str]]
+) -> tuple[np.ndarray, list[list[str]]]:
+    """The whole part's keep mask and dropped rows' reasons, from the URL verdicts of every row
+    and the text rules' (`keep`, `reasons`) of the rows the URL lists let through."""
+    full = np.zeros(len(url_reasons), bool)
+    out: list[list[str]] = []
+    passed = iter(keep.tolist())
+    rule_reasons = iter(reasons)
+    for i, r in enumerate(url_reasons):
+        if r is not None:
+            out.append([r])
+        elif next(passed):
+            full[i] = True
+        else:
+            out.append(next(rule_reasons))
+    return full, out
 
 
 class _Sums:
@@ -226,6 +304,7 @@ class _Sums:
         self.pii: Counter[str] = Counter()
         self.scripts: Counter[str] = Counter()
         self.stats_skipped = 0
+        self.no_url = 0
 
     def add(self, r: dict[str, Any]) -> None:
         for key in ("first", "all", "alone", "hist", "normalize"):
@@ -233,6 +312,7 @@ class _Sums:
         self.pii.update(r["pii"])
         self.scripts.update(r["scripts"])
         self.stats_skipped += r["stats_skipped"]
+        self.no_url += r.get("no_url", 0)
 
 
 def _reduce(sums: _Sums, counts: list[DocCounts], cfg: CleanConfig) -> dict[str, Any]:
@@ -245,6 +325,8 @@ def _reduce(sums: _Sums, counts: list[DocCounts], cfg: CleanConfig) -> dict[str,
     stats.update({f"pii_{k}_replaced": int(sums.pii[k]) for k in cfg.redact_pii})
     stats["docs_stats_skipped_too_long"] = sums.stats_skipped
     stats["docs_per_script"] = {s: sums.scripts[s] for s in SCRIPTS if sums.scripts[s]}
+    if cfg.domain_blocklist or cfg.url_blocklist:
+        stats["docs_without_url"] = sums.no_url  # kept by the URL lists: nothing to match
     rules, hists = summarize(a["first"], a["all"], a["alone"], a["hist"], cfg)
     stats["rules"] = rules  # per rule: first-failing, all-failing, alone-failing counts
     stats["histograms"] = hists  # per rule: its statistic over the stage input, threshold marked
@@ -254,7 +336,8 @@ def _reduce(sums: _Sums, counts: list[DocCounts], cfg: CleanConfig) -> dict[str,
 def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "clean needs an upstream stage with parts (download)")
-    fn = functools.partial(clean_part, cfg=cfg, out_dir=str(ctx.out_dir))
+    blocklist = load_blocklist(cfg)
+    fn = functools.partial(clean_part, cfg=cfg, out_dir=str(ctx.out_dir), blocklist=blocklist)
     items = [PartItem(i, str(p)) for i, p in enumerate(ctx.input_parts)]
     sums, outputs, counts = _Sums(), [], []
     wave = max(WAVE_PARTS, 8 * ctx.executor.workers)  # summaries held at once
