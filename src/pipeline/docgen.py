@@ -70,6 +70,22 @@ def nested_lists(cls: type) -> list[tuple[str, type]]:
     return out
 
 
+def nested_tables(section: str, cls: type) -> list[str]:
+    """A table for each field of `cls` that is itself a block of keys (`quality.external:`)."""
+    out: list[str] = []
+    for f in dataclasses.fields(cls):
+        if f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            continue
+        sub = f.default_factory()  # type: ignore[misc]
+        if not dataclasses.is_dataclass(sub):
+            continue
+        key = f"{section}.{f.name}"
+        doc = field_docs(cls)[f.name]
+        out += [f"### `{key}:` ({doc})", "", *table(type(sub)), ""]
+        out += nested_tables(key, type(sub))
+    return out
+
+
 def _source(cls: type) -> str:
     """The file that defines `cls`, from the repository root (src/pipeline/...)."""
     path = Path(inspect.getsourcefile(cls) or "").resolve()
@@ -109,6 +125,7 @@ def generate() -> str:
                 *table(cls),
                 "",
             ]
+        lines += nested_tables(name, stage.config_cls)
     lines += [
         "## `pretrain:` (its own recipe file, `pipeline pretrain` / `pipeline ablate`)",
         "",

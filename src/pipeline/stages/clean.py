@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.clean import urls
+from pipeline.clean import langid, urls
 from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
-from pipeline.clean.pii import PII_KINDS, redact
+from pipeline.clean.pii import PII_KINDS, digit_hints, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
-from pipeline.clean.textstats import NUM_STATS, STAT_INDEX, filter_stats
+from pipeline.clean.textstats import STAT_INDEX, filter_stats_batch
 from pipeline.config import bounded, input_path, option
 from pipeline.errors import DataError, RecipeError
 from pipeline.parts import read_table, write_kept_and_rejected
@@ -53,6 +53,17 @@ class CleanConfig:
     )
     # filters: a threshold of null turns its rule off (see docs/clean.md for each source)
     drop_empty: bool = option(True, "empty or whitespace-only after normalisation")
+    languages: list[str] | None = option(
+        None,
+        "keep these languages (py3langid codes: en, de, zh, ...); adds lang, lang_score; "
+        "null: no language ID (the `langid` extra)",
+    )
+    min_lang_score: float = bounded(
+        0.65, ge=0.0, le=1.0, doc="with languages: drop below this lang_score (datatrove's 0.65)"
+    )
+    detect_language: bool = option(
+        False, "lang, lang_score and per-language counts without filtering (on with languages)"
+    )
     min_chars: int | None = bounded(None, ge=0, doc="characters; no published rule, off")
     max_chars: int | None = bounded(1_000_000, ge=1, doc="characters; guard, ~Gopher 100k words")
     min_words: int | None = bounded(50, ge=0, doc="Gopher: words (char = word in Chinese/Japanese)")
@@ -118,6 +129,7 @@ class CleanConfig:
     url_field: str = option("url", "the column holding each document's URL (warc: url)")
 
     def validate(self, path: str) -> None:
+        self._validate_languages(path)
         for i, kind in enumerate(self.redact_pii):
             if kind not in PII_KINDS:
                 raise RecipeError(
@@ -133,6 +145,32 @@ class CleanConfig:
             if a is not None and b is not None and a > b:
                 raise RecipeError(f"{path}.{lo}", f"must be <= {hi} ({b}), got {a}")
         load_blocklist(self, path)  # a bad list file stops the run before it starts
+
+    def _validate_languages(self, path: str) -> None:
+        if not self.language_id:
+            return
+        key = f"{path}.languages" if self.languages is not None else f"{path}.detect_language"
+        if not langid.available():
+            raise RecipeError(key, f"language ID needs the langid extra: {langid.INSTALL_HINT}")
+        if self.languages is None:
+            return
+        if not self.languages:
+            raise RecipeError(key, "an empty list would drop every document; null keeps all")
+        bad = langid.check_languages(self.languages)
+        if bad is not None:
+            i, code, close = bad
+            if code in langid.MACROLANGUAGE:
+                raise RecipeError(
+                    f"{key}[{i}]", f"got {code!r}, which counts as its macrolanguage: list {close}"
+                )
+            raise RecipeError(
+                f"{key}[{i}]", f"got {code!r}, not a language code py3langid knows", close
+            )
+
+    @property
+    def language_id(self) -> bool:
+        """Whether documents get a `lang` and `lang_score`."""
+        return self.languages is not None or self.detect_language
 
     @property
     def normalize_options(self) -> NormalizeOptions:
@@ -156,24 +194,28 @@ class CleanedBatch:
     normalize_counts: np.ndarray  # int64 [len(NORMALIZE_COUNTERS)]
     pii_counts: dict[str, int]
     scripts: Counter  # dominant script of each input document
+    langs: list[str] | None = None  # language code per input doc (with language ID)
+    lang_scores: np.ndarray | None = None  # float64 [n]: its score in [0, 1]
 
 
 def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
     """Normalise, measure, filter and redact a batch of texts; None counts as empty."""
     opts = cfg.normalize_options
-    n = len(texts)
-    stats = np.empty((n, NUM_STATS))
     out_texts: list[str] = []
     norm_counts = np.zeros(len(NORMALIZE_COUNTERS), np.int64)
     scripts: Counter[str] = Counter()
     c4_args = (cfg.min_words_per_line, cfg.max_word_length or 1 << 62)
-    for i, raw in enumerate(texts):
+    for raw in texts:
         text, counts = normalize_text(raw or "", opts)
         norm_counts += counts
-        stats[i] = filter_stats(text, cfg.max_chars, c4_args)
         out_texts.append(text)
+    stats = filter_stats_batch(out_texts, cfg.max_chars, c4_args)
     codes = stats[:, STAT_INDEX["dominant_script"]]
     scripts.update(SCRIPTS[int(c)] for c in codes[~np.isnan(codes)])
+    langs = lang_scores = None
+    if cfg.language_id:
+        langs, lang_scores = langid.identify(out_texts)
+        langid.apply_to_stats(stats, STAT_INDEX, out_texts, langs, lang_scores, cfg.languages)
     fails = evaluate(stats, cfg)
     keep = ~fails.any(axis=1)
     pii: Counter[str] = Counter(dict.fromkeys(cfg.redact_pii, 0))
@@ -183,11 +225,26 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
             stats[:, STAT_INDEX["max_word_length"]],
             stats[:, STAT_INDEX["digit_chars_frac"]],
         )
-        for i in np.flatnonzero(keep):
+        kept = np.flatnonzero(keep).tolist()
+        near = digit_hints([out_texts[i] for i in kept]) if {"ip", "phone"} & set(kinds) else None
+        for j, i in enumerate(kept):
             hint = None if np.isnan(longest[i]) else int(longest[i])
-            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0))
+            may = (True, True) if near is None else (bool(near[j, 0]), bool(near[j, 1]))
+            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0), *may)
             pii.update(counts)
-    return CleanedBatch(out_texts, keep, fails, stats, norm_counts, dict(pii), scripts)
+    return CleanedBatch(
+        out_texts, keep, fails, stats, norm_counts, dict(pii), scripts, langs, lang_scores
+    )
+
+
+def with_language(table: pa.Table, langs: list[str], scores: np.ndarray) -> pa.Table:
+    """The table with `lang` (string) and `lang_score` (float32) columns, replacing any the
+    input had (a re-cleaned part)."""
+    for name in ("lang", "lang_score"):
+        if name in table.column_names:
+            table = table.drop_columns([name])
+    table = table.append_column("lang", pa.array(langs, pa.string()))
+    return table.append_column("lang_score", pa.array(scores.astype(np.float32), pa.float32()))
 
 
 def _reasons(fails: np.ndarray) -> list[list[str]]:
@@ -250,6 +307,20 @@ def clean_part(
         table = table.filter(pa.array([r is None for r in url_reasons]))
     texts = table.column("text").to_pylist()
     batch = clean_texts(texts, cfg)
+    if batch.langs is not None:
+        table = with_language(table, batch.langs, batch.lang_scores)
+        if url_reasons is None:
+            full = table
+        else:  # rows a URL list blocked were never identified: null lang, NaN score
+            through = np.array([r is None for r in url_reasons])
+            langs: list[str | None] = [None] * len(url_reasons)
+            for i, lang in zip(np.flatnonzero(through).tolist(), batch.langs, strict=True):
+                langs[i] = lang
+            scores = np.full(len(url_reasons), np.nan, np.float32)
+            scores[through] = batch.lang_scores
+            full = with_language(full, langs, scores)  # type: ignore[arg-type]
+    elif url_reasons is None:
+        full = table
     kept = table.filter(pa.array(batch.keep))
     kept_texts = [t for t, k in zip(batch.texts, batch.keep, strict=True) if k]
     text_col = kept.column_names.index("text")
@@ -272,6 +343,9 @@ def clean_part(
         "scripts": batch.scripts,
         "stats_skipped": int(np.isnan(batch.stats[:, 1]).sum() - (batch.stats[:, 0] == 0).sum()),
         "no_url": no_url,
+        "langs": (
+            langid.language_counts(batch.langs, batch.keep) if batch.langs is not None else None
+        ),
     }
 
 
@@ -305,6 +379,8 @@ class _Sums:
         self.scripts: Counter[str] = Counter()
         self.stats_skipped = 0
         self.no_url = 0
+        self.langs_in: Counter[str] = Counter()
+        self.langs_kept: Counter[str] = Counter()
 
     def add(self, r: dict[str, Any]) -> None:
         for key in ("first", "all", "alone", "hist", "normalize"):
@@ -313,6 +389,9 @@ class _Sums:
         self.scripts.update(r["scripts"])
         self.stats_skipped += r["stats_skipped"]
         self.no_url += r.get("no_url", 0)
+        if r["langs"] is not None:
+            self.langs_in.update(r["langs"][0])
+            self.langs_kept.update(r["langs"][1])
 
 
 def _reduce(sums: _Sums, counts: list[DocCounts], cfg: CleanConfig) -> dict[str, Any]:
@@ -327,6 +406,10 @@ def _reduce(sums: _Sums, counts: list[DocCounts], cfg: CleanConfig) -> dict[str,
     stats["docs_per_script"] = {s: sums.scripts[s] for s in SCRIPTS if sums.scripts[s]}
     if cfg.domain_blocklist or cfg.url_blocklist:
         stats["docs_without_url"] = sums.no_url  # kept by the URL lists: nothing to match
+    if cfg.language_id:  # most documents first, ties by code
+        order = sorted(sums.langs_in, key=lambda k: (-sums.langs_in[k], k))
+        stats["docs_per_language"] = {k: sums.langs_in[k] for k in order}
+        stats["kept_per_language"] = {k: sums.langs_kept[k] for k in order}
     rules, hists = summarize(a["first"], a["all"], a["alone"], a["hist"], cfg)
     stats["rules"] = rules  # per rule: first-failing, all-failing, alone-failing counts
     stats["histograms"] = hists  # per rule: its statistic over the stage input, threshold marked
