@@ -33,6 +33,10 @@ def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
     return out
 
 
+def _b(b: float | np.ndarray) -> float | list[float]:
+    return b if np.ndim(b) == 0 else np.asarray(b).tolist()
+
+
 def scorer_bytes(sc: LMScorer) -> bytes:
     meta = {
         "format": LM_FORMAT,
@@ -41,7 +45,12 @@ def scorer_bytes(sc: LMScorer) -> bytes:
         "params": sc.params.__dict__,
         "usable": sc.usable,
         "classifiers": {
-            str(s): {"mean": c.mean.tolist(), "std": c.std.tolist(), "w": c.w.tolist(), "b": c.b}
+            str(s): {
+                "mean": c.mean.tolist(),
+                "std": c.std.tolist(),
+                "w": c.w.tolist(),
+                "b": _b(c.b),
+            }
             for s, c in sc.classifiers.items()
         },
         "info": sc.info,
@@ -82,7 +91,12 @@ def _load_cached(path: str, size: int) -> LMScorer:
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise DataError(path, f"not a quality LM file ({exc})") from None
     classifiers = {
-        int(s): Coherence(np.array(c["mean"]), np.array(c["std"]), np.array(c["w"]), c["b"])
+        int(s): Coherence(
+            np.array(c["mean"]),
+            np.array(c["std"]),
+            np.array(c["w"]),
+            c["b"] if np.ndim(c["b"]) == 0 else np.array(c["b"]),
+        )
         for s, c in meta["classifiers"].items()
     }
     return LMScorer(lm, classifiers, LMParams(**meta["params"]), meta["usable"], meta["info"])
