@@ -33,6 +33,12 @@ def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
     return out
 
 
+def _params(sc: LMScorer) -> dict:
+    """LMParams as stored: feature set 1 (the default) is left out, so a set-1 file has the
+    bytes it had before the key existed."""
+    return {k: v for k, v in sc.params.__dict__.items() if (k, v) != ("feature_set", 1)}
+
+
 def _b(b: float | np.ndarray) -> float | list[float]:
     return b if np.ndim(b) == 0 else np.asarray(b).tolist()
 
@@ -42,7 +48,7 @@ def scorer_bytes(sc: LMScorer) -> bytes:
         "format": LM_FORMAT,
         "tokenizer": TOKENIZER_VERSION,
         "order": sc.lm.order,
-        "params": sc.params.__dict__,
+        "params": _params(sc),
         "usable": sc.usable,
         "classifiers": {
             str(s): {

@@ -37,10 +37,14 @@ TRAIN_KINDS = (
     "word_drop",
     "salad_block",
     "bigram_chain",
+    "trigram_chain",
     "fourgram_chain",
     "splice",
 )
 HELD_OUT_KINDS = tuple(k for k in KINDS if k not in TRAIN_KINDS)
+# feature set 1 (quality.coherence_features: 1) trained without the order-2 walk
+TRAIN_KINDS_V1 = tuple(k for k in TRAIN_KINDS if k != "trigram_chain")
+HELD_OUT_KINDS_V1 = tuple(k for k in KINDS if k not in TRAIN_KINDS_V1)
 # Feature set 2: a splice draws its sentences from this many other documents (inclusive range),
 # as spun pages do; set 1 drew every sentence from any document of the sample
 SPLICE_SOURCES = (2, 6)
@@ -48,7 +52,7 @@ SPLICE_SOURCES = (2, 6)
 # coherence.Coherence); every detector sees every positive and its family's negatives
 DETECTORS = {
     "local": ("word_shuffle", "unigram_salad", "word_drop", "salad_block"),
-    "markov": ("bigram_chain", "fourgram_chain"),
+    "markov": ("bigram_chain", "trigram_chain", "fourgram_chain"),
     "splice": ("splice",),
 }
 # Context gain (nats/token) below which context makes words *less* likely than their corpus
@@ -80,7 +84,9 @@ class LMParams:
     max_train_docs: int = 4_000  # coherence classifier: positives (half) + negatives (half)
     max_chars: int = 100_000
     seed: int = 0
-    feature_set: int = 2  # coherence.FEATURE_SETS; 1 = before the sentence-scale cohesion
+    # coherence.FEATURE_SETS. 1 here: an lm.npz written before the key existed holds set 1;
+    # the stage passes quality.coherence_features (default 2)
+    feature_set: int = 1
 
 
 @dataclass
@@ -237,11 +243,14 @@ def _fit_script(
     cap = max(params.max_train_docs // 2, 1)
     if len(idx) > cap:
         idx = np.sort(rng.choice(idx, cap, replace=False))
+    v2 = params.feature_set >= 2
+    train_kinds = TRAIN_KINDS if v2 else TRAIN_KINDS_V1
+    held_out = HELD_OUT_KINDS if v2 else HELD_OUT_KINDS_V1
     bad, kinds = corrupt_tokens(
         ref.tokens.doc_slice(idx),
-        TRAIN_KINDS + HELD_OUT_KINDS,
+        train_kinds + held_out,
         params.seed,
-        splice_sources=SPLICE_SOURCES if params.feature_set >= 2 else None,
+        splice_sources=SPLICE_SOURCES if v2 else None,
     )
     fold = fold_of(ref.rows[idx], lm.num_folds, params.seed)
     f_pos = ref_feats[idx]
@@ -253,7 +262,7 @@ def _fit_script(
         [k for k, c in zip(kinds, coherent, strict=True) if c],
     )
     kinds_arr = np.array(kinds)
-    train_neg = np.isin(kinds_arr, TRAIN_KINDS)
+    train_neg = np.isin(kinds_arr, train_kinds)
     X = [f_pos, f_neg[train_neg]]
     y = [np.ones(len(f_pos)), np.zeros(int(train_neg.sum()))]
     n_extra = {"good": 0, "bad": 0}
@@ -284,8 +293,9 @@ def _fit_script(
         "positives": int(len(f_pos)),
         "reference_docs_below_gain_floor": int((~coherent).sum()),
         "negatives": int(train_neg.sum()),
-        "negative_kinds": list(TRAIN_KINDS),
-        "held_out_kinds": list(HELD_OUT_KINDS),
+        **({"feature_set": params.feature_set} if v2 else {}),
+        "negative_kinds": list(train_kinds),
+        "held_out_kinds": list(held_out),
         "seed_set_docs": n_extra,
         **_weights_info(clf, names),
         "train_auc_per_kind": auc,

@@ -176,6 +176,7 @@ def fit_reference(cfg: Any, ctx: Any) -> LMResult:
         num_folds=cfg.lm_folds,
         min_reference_docs=cfg.min_reference_docs,
         max_train_docs=cfg.coherence_train_docs,
+        feature_set=cfg.coherence_features,
         max_chars=cfg.max_chars,
         seed=ctx.seed,
     )
