@@ -1,11 +1,19 @@
-"""quality.ngram: tokens, the radix-indexed hash table, Kneser-Ney smoothing, fold columns."""
+"""quality.ngram: tokens, the probing hash table, Kneser-Ney smoothing, fold columns."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pipeline.quality.ngram import SCRIPTS, HashTable, Tokens, token_hash, tokenize, train_lm
+from pipeline.quality.ngram import (
+    SCRIPTS,
+    HashTable,
+    Tokens,
+    token_hash,
+    tokenize,
+    tokenize_regex,
+    train_lm,
+)
 from synth_text import docs
 
 
@@ -26,6 +34,43 @@ def test_hash_table_finds_present_keys_only():
     assert (table.find(keys) == np.arange(len(keys))).all()
     assert (table.find(absent) == -1).all()
     assert (HashTable.build(keys[:0]).find(keys) == -1).all()
+
+
+def test_hash_table_clustered_keys_and_the_largest_key():
+    """Keys crowding a few home slots (long displaced runs, past the last home slot) and the
+    all-ones key (the free slots' marker) are all found; keys between them are not."""
+    top = np.uint64(2**64 - 1)
+    keys = np.concatenate(
+        [np.arange(1, 200, 2, dtype=np.uint64), top - np.arange(300, 0, -3, dtype=np.uint64)]
+    )
+    keys = np.unique(np.concatenate([keys, [top]]))
+    table = HashTable.build(keys)
+    assert (table.find(keys) == np.arange(len(keys))).all()
+    between = np.concatenate([np.arange(2, 200, 2, dtype=np.uint64), [top - np.uint64(1)]])
+    assert (table.find(between) == -1).all()
+
+
+TRICKY = [
+    "Hello, World 2024! x_y __init__ e-mail: a@b.c",
+    "我们喜欢 ok 日本語のテキスト",
+    "Привет мир, ΣΑΣ σς",
+    "",
+    "   \n\t ",
+    "İstanbul ǅ ½² ３４ ٣٤ a\u0e31b \u0e01\u0e32",
+    "emoji 🙂🙂 and \U0001d400\U0001d401 math, \ud800 lone surrogate",
+    "line\r\nbreaks\x1c\x85\u2028end",
+]
+
+
+@pytest.mark.parametrize("max_chars", [7, 40, 10_000])
+def test_tokenize_one_pass_equals_the_regex(max_chars):
+    """The numpy pass finds the tokens of the per-text regex findall, on scripts, digits,
+    underscores, combining marks, astral characters, lone surrogates and odd line breaks."""
+    texts = TRICKY + docs(20, 5)
+    a, b = tokenize(texts, max_chars), tokenize_regex(texts, max_chars)
+    assert a.lengths.tolist() == b.lengths.tolist()
+    assert a.ids.tolist() == b.ids.tolist()
+    assert a.script.tolist() == b.script.tolist()
 
 
 def test_kneser_ney_distribution_sums_to_one():

@@ -555,14 +555,15 @@ def test_hidden_label_auc_is_capped_to_the_first_parts(tmp_path, monkeypatch):
 
 def test_self_reference_drawn_in_rounds_writes_the_same_bytes(tmp_path, monkeypatch):
     """The `self` reference is read from the download parts in rounds of draw positions: many
-    small rounds (a tiny first share) choose the same reference, so 1 or 2 workers and either
-    round size write the same bytes."""
+    small rounds (a tiny first share, later rounds aiming short) choose the same reference, so
+    1 or 2 workers and either round size write the same bytes."""
     from pipeline.stages.quality import lm
 
     src, _ = _mixed(tmp_path)
     stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
     run_stages(tmp_path / "w1", stages, workers=1)
-    monkeypatch.setattr(lm, "REF_OVERSAMPLE", 1e-4)  # ~10 doubling rounds
+    monkeypatch.setattr(lm, "REF_OVERSAMPLE", 1e-4)  # a tiny first round
+    monkeypatch.setattr(lm, "REF_MARGIN", 0.3)  # each next one aims short: several rounds
     run_stages(tmp_path / "w2", stages, workers=2)
     stats = _report(tmp_path / "w1")
     assert stats["lm"]["status"] == "trained" and stats["lm"]["reference_docs"] >= 20

@@ -237,11 +237,38 @@ def minhash_texts(texts: list[str], num_perm: int, ngram: int, seed: int) -> np.
     return signatures(shingles, per_doc, a)
 
 
-def shingle_sets(texts: list[str], ngram: int, seed: int) -> list[np.ndarray]:
-    """Each text's set of 64-bit shingle hashes, sorted unique uint64 arrays (exact Jaccard)."""
+def text_shingles(texts: list[str], ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(shingle hashes uint64 [S], shingles per text int64): what minhash_texts and shingle_sets
+    both start from (they do not depend on num_perm)."""
     keys, mult, _ = _tables(seed, 1, ngram)
     words, counts = word_hashes(texts, keys)
-    shingles, per_doc = shingle_hashes(words, counts, mult)
+    return shingle_hashes(words, counts, mult)
+
+
+def minhash_shingles(
+    shingles: np.ndarray, per_doc: np.ndarray, num_perm: int, ngram: int, seed: int
+) -> np.ndarray:
+    """minhash_texts from text_shingles' output."""
+    return signatures(shingles, per_doc, _tables(seed, num_perm, ngram)[2])
+
+
+def sets_of_rows(shingles: np.ndarray, per_doc: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    """shingle_sets of the texts `rows` (indices) from text_shingles' output."""
+    if not len(rows):
+        return []
+    starts = np.cumsum(per_doc) - per_doc
+    rows = np.asarray(rows, np.int64)
+    pick = [np.arange(starts[r], starts[r] + per_doc[r]) for r in rows.tolist()]
+    return _unique_runs(shingles[np.concatenate(pick).astype(np.int64)], per_doc[rows])
+
+
+def shingle_sets(texts: list[str], ngram: int, seed: int) -> list[np.ndarray]:
+    """Each text's set of 64-bit shingle hashes, sorted unique uint64 arrays (exact Jaccard)."""
+    return _unique_runs(*text_shingles(texts, ngram, seed))
+
+
+def _unique_runs(shingles: np.ndarray, per_doc: np.ndarray) -> list[np.ndarray]:
+    """Each document's run of `shingles` (per_doc long) as a sorted unique array."""
     # each document's run sorted in place, then one pass for repeats (np.unique per document
     # costs ~4x the hashing: its Python overhead, not the sort)
     ends = np.cumsum(per_doc)

@@ -20,15 +20,15 @@ from pipeline.quality.coherence import Coherence
 from pipeline.quality.lmscore import LMParams, LMScorer
 from pipeline.quality.ngram import TOKENIZER_VERSION, HashTable, NgramLM
 
-LM_FORMAT = "pipeline-quality-ngram-v1"
+LM_FORMAT = "pipeline-quality-ngram-v2"  # v2: keys only, the probe slots rebuilt on load
 
 
 def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
     out = {"discounts": lm.discounts, "uni_counts": lm.uni_counts}
     for k, (t, v) in enumerate(zip(lm.tables, lm.values, strict=True)):
-        out.update({f"o{k}.keys": t.keys, f"o{k}.offsets": t.offsets, f"o{k}.values": v})
+        out.update({f"o{k}.keys": t.keys, f"o{k}.values": v})
     for k, t in enumerate(lm.ctx_tables):
-        out[f"c{k}.keys"], out[f"c{k}.offsets"] = t.keys, t.offsets
+        out[f"c{k}.keys"] = t.keys
         out[f"c{k}.total"], out[f"c{k}.types"] = lm.ctx_total[k], lm.ctx_types[k]
     return out
 
@@ -82,7 +82,7 @@ def _load_cached(path: str, size: int) -> LMScorer:
             n = meta["order"]
 
             def table(prefix: str) -> HashTable:
-                return HashTable(f[f"{prefix}.keys"], f[f"{prefix}.offsets"])
+                return HashTable.build(f[f"{prefix}.keys"])
 
             lm = NgramLM(
                 n,

@@ -246,7 +246,7 @@ def _dedup_measured(st: dict[str, Any]) -> str:
     caption = (
         f"exact Jaccard on the stage's shingles, seeded samples "
         f"({st.get('merge_precision_sample_key')}, {st.get('pair_recall_docs_key')}); "
-        f"95% Wilson intervals; cost {fmt(st.get('measure_seconds'))} s"
+        f"95% Wilson intervals; cost {fmt(st.get('measure_cpu_seconds'))} CPU s"
     )
     return figure(svg, caption, table(["", "estimate (95% CI)", "sample", "what"], rows))
 

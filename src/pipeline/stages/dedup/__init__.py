@@ -27,7 +27,7 @@ from pipeline.config import recipe_key, setting
 from pipeline.dedup import cluster as cl
 from pipeline.dedup import exact, measure
 from pipeline.dedup.lsh import band_bucket_rows, band_mult, sig_name
-from pipeline.dedup.minhash import minhash_texts
+from pipeline.dedup.minhash import minhash_shingles, sets_of_rows, text_shingles
 from pipeline.errors import DataError
 from pipeline.io import save_npy
 from pipeline.parts import read_table, write_kept_and_rejected
@@ -35,7 +35,6 @@ from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.dedup import files, reduce
 from pipeline.stages.dedup.config import DedupConfig
 from pipeline.stages.dedup.measured import log_measured, measure_payload, measured_stats
-from pipeline.stages.dedup.tasks import RowRange
 from pipeline.stages.dedup.verify import PartRows
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
@@ -78,12 +77,19 @@ class SketchPart:
 
 
 def _sketch_part(
-    item: SketchPart, cfg: DedupConfig, seed: int, work_dir: str, bits: int
+    item: SketchPart,
+    cfg: DedupConfig,
+    seed: int,
+    work_dir: str,
+    bits: int,
+    tau: int = 0,
+    recall_k: int = 0,
 ) -> dict[str, Any]:
     """Read one part (global rows from `first`); write its per-document arrays to `work_dir`:
     `score` (keep: longest | quality), exact keys (`keys` by bucket + `keybounds`, or in row
     order for bloom), `empty` (no shingle) and its MinHash signatures, transposed (uint32
-    [num_perm, n]: a band's rows are contiguous). Returns counts: nothing per document."""
+    [num_perm, n]: a band's rows are contiguous). Returns counts: nothing per document, but
+    the in-run measurement's recall draw (`_recall_candidates`) of `recall_k` documents."""
     index, path, first = item.index, item.path, item.first
     columns = ["text"] + (["quality"] if cfg.keep == "quality" else [])
     names = pq.ParquetFile(path).schema_arrow.names
@@ -108,12 +114,25 @@ def _sketch_part(
     elif cfg.exact == "bloom":
         files.save(work_dir, "keys", index, exact.exact_keys(texts))
     if cfg.near:
-        sigs = [
-            minhash_texts(texts[lo:hi], cfg.num_perm, cfg.ngram, seed)
-            for lo, hi in _batches(texts, cfg.batch_docs)
-        ]
+        t0 = time.process_time()
+        held = np.zeros(len(texts), bool)
+        if recall_k:
+            rkeys = measure.sample_keys(np.arange(first, first + len(texts)), seed, 2)
+            held = rkeys < np.uint64(tau)  # candidates of the recall sample: their shingle sets
+        spent = time.process_time() - t0
+        sigs, held_sets = [], []
+        for lo, hi in _batches(texts, cfg.batch_docs):
+            shingles, per_doc = text_shingles(texts[lo:hi], cfg.ngram, seed)
+            sigs.append(minhash_shingles(shingles, per_doc, cfg.num_perm, cfg.ngram, seed))
+            t0 = time.process_time()
+            held_sets += sets_of_rows(shingles, per_doc, np.flatnonzero(held[lo:hi]))
+            spent += time.process_time() - t0
         sig = np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint32)
         empty = cl.no_shingles(sig)
+        if recall_k:
+            t0 = time.process_time()
+            out["recall"] = _recall_candidates(first, rkeys, held, held_sets, empty, recall_k)
+            out["measure_cpu_seconds"] = spent + time.process_time() - t0
         files.save(work_dir, "empty", index, empty)
         out["num_empty"] = int(empty.sum())
         bands, rows = cfg.bands_rows()
@@ -126,20 +145,62 @@ def _sketch_part(
     return out
 
 
-def _sketch(cfg: DedupConfig, ctx: StageContext, seed: int) -> tuple[reduce.Plan, int]:
-    """Map 1 over parts; returns the plan and the number of documents without shingles."""
+def _recall_candidates(
+    first: int,
+    keys: np.ndarray,
+    held: np.ndarray,
+    held_sets: list[np.ndarray],
+    empty: np.ndarray,
+    k: int,
+) -> dict[str, np.ndarray]:
+    """The part's `k` documents with shingles of smallest seeded key (the driver keeps the
+    global smallest: a uniform sample), and the shingle sets of those under the key bound
+    (`held`): the sample then costs no second read or hashing of its texts."""
+    ok = ~empty
+    rkeys, docs = measure.bottom_k(keys[ok], k, np.flatnonzero(ok) + first)
+    keep = ok[held]  # held sets of documents with shingles, in row order
+    sets = [x for x, good in zip(held_sets, keep.tolist(), strict=True) if good]
+    rows = np.flatnonzero(held & ok) + first
+    return {"keys": rkeys, "docs": docs, "sets": dict(zip(rows.tolist(), sets, strict=True))}
+
+
+def recall_docs(cfg: DedupConfig, n: int) -> int:
+    """The recall sample's size: recall_sample_docs, at most recall_max_share of the n
+    documents (its all-pairs work grows with that share; at 0.05 the measurement costs under
+    5% of the stage, benchmarks/bench_dedup_measure.py)."""
+    return min(cfg.recall_sample_docs, int(n * cfg.recall_max_share)) if cfg.near else 0
+
+
+def _key_bound(k: int, n: int) -> int:
+    """A sample_keys bound under which k + 4 sqrt(k) + 16 of n uniform keys fall on average
+    (4 standard deviations above k): the recall sample's k smallest keys lie under it unless
+    documents without shingles are common; map 2 shingles the few then missing."""
+    share = (k + 4 * k**0.5 + 16) / max(n, 1)
+    return (1 << 64) - 1 if share >= 1 else int(share * (1 << 64))
+
+
+def _sketch(
+    cfg: DedupConfig, ctx: StageContext, seed: int
+) -> tuple[reduce.Plan, int, list[dict[str, Any]]]:
+    """Map 1 over parts; returns the plan, the number of documents without shingles and the
+    parts' recall draws (empty without the measurement)."""
     counts = [pq.ParquetFile(p).metadata.num_rows for p in ctx.input_parts]
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     bits = exact.bucket_bits(int(offsets[-1]), EXACT_BUCKET_DOCS)
     plan = reduce.Plan(ctx.out_dir / SKETCH_DIR, list(ctx.input_parts), offsets, seed, bits)
     plan.work.mkdir(parents=True, exist_ok=True)
-    fn = functools.partial(_sketch_part, cfg=cfg, seed=seed, work_dir=str(plan.work), bits=bits)
+    k = recall_docs(cfg, plan.n)
+    tau = _key_bound(k, plan.n) if k else 0
+    fn = functools.partial(
+        _sketch_part, cfg=cfg, seed=seed, work_dir=str(plan.work), bits=bits, tau=tau, recall_k=k
+    )
     items = [SketchPart(i, p, int(offsets[i])) for i, p in enumerate(plan.parts)]
     results = ctx.executor.map(fn, items, desc="dedup: hash")
     for i, res in enumerate(results):
         if res["num_docs"] != counts[i]:
             raise DataError(str(plan.parts[i]), "row count changed while reading")
-    return plan, sum(r["num_empty"] for r in results)
+    draws = [{**r["recall"], "seconds": r["measure_cpu_seconds"]} for r in results if "recall" in r]
+    return plan, sum(r["num_empty"] for r in results), draws
 
 
 # ---------------------------------------------------------------- map 2: write
@@ -166,23 +227,6 @@ def _part_decisions(
         lost = np.setdiff1d(node, np.concatenate(winners), assume_unique=True)
         decision[lost - lo] = cl.NEAR_DUP
     return decision, cluster
-
-
-def _sample_part(
-    item: RowRange, work_dir: str, num_buckets: int, ranges: int, seed: int, k: int
-) -> dict[str, np.ndarray]:
-    """Measurement draw, per part: its `k` near-dropped documents and `k` documents with
-    shingles of smallest seeded key (the driver keeps the global smallest: a uniform sample)."""
-    index, lo, hi = item.index, item.lo, item.hi
-    decision, cluster = _part_decisions(work_dir, index, lo, hi, num_buckets, ranges)
-    idx = np.arange(lo, hi, dtype=np.int64)
-    near = decision == cl.NEAR_DUP
-    ok = ~np.asarray(files.load(work_dir, "empty", index))
-    keys, dropped, clusters = measure.bottom_k(
-        measure.sample_keys(idx[near], seed, 1), k, idx[near], cluster[near]
-    )
-    rkeys, docs = measure.bottom_k(measure.sample_keys(idx[ok], seed, 2), k, idx[ok])
-    return {"keys": keys, "dropped": dropped, "clusters": clusters, "rkeys": rkeys, "docs": docs}
 
 
 def _apply_part(
@@ -230,32 +274,34 @@ def _apply_part(
 
 
 def _draw(
-    cfg: DedupConfig, ctx: StageContext, plan: reduce.Plan, num_buckets: int, ranges: int, seed: int
+    cfg: DedupConfig, plan: reduce.Plan, recall: list[dict], merges: list[dict]
 ) -> dict[str, Any]:
-    """The seeded samples: near-dropped documents (precision) and documents (recall)."""
-    k = max(cfg.precision_sample_pairs, cfg.recall_sample_docs)
-    fn = functools.partial(
-        _sample_part,
-        work_dir=str(plan.work),
-        num_buckets=num_buckets,
-        ranges=ranges,
-        seed=seed,
-        k=k,
-    )
-    got = ctx.executor.map(fn, plan.ranges, desc="dedup: measure sample")
-    cat = {key: np.concatenate([g[key] for g in got]) for key in got[0]} if got else {}
+    """The seeded samples from the maps' draws: near-dropped documents with their clusters
+    (precision, drawn by the near-cluster tasks) and documents (recall, drawn by map 1), and
+    the recall documents' shingle sets that map 1 saved."""
+    cat = {
+        key: np.concatenate([np.zeros(0, np.int64)] + [g[key] for g in merges])
+        for key in ("dropped", "clusters")
+    }
+    mkeys = np.concatenate([np.zeros(0, np.uint64)] + [g["keys"] for g in merges])
     _, dropped, clusters = measure.bottom_k(
-        cat["keys"], cfg.precision_sample_pairs, cat["dropped"], cat["clusters"]
+        mkeys, cfg.precision_sample_pairs, cat["dropped"], cat["clusters"]
     )
-    _, docs = measure.bottom_k(cat["rkeys"], cfg.recall_sample_docs, cat["docs"])
+    rkeys = np.concatenate([np.zeros(0, np.uint64)] + [g["keys"] for g in recall])
+    rdocs = np.concatenate([np.zeros(0, np.int64)] + [g["docs"] for g in recall])
+    _, docs = measure.bottom_k(rkeys, recall_docs(cfg, plan.n), rdocs)
+    held = {r: x for g in recall for r, x in g["sets"].items()}
+    sets = {r: held[r] for r in docs.tolist() if r in held}
+    missing = np.array(sorted(set(docs.tolist()) - sets.keys()), np.int64)
     return {
         "dropped": dropped,
         "dropped_clusters": clusters,
         "docs": docs,
-        "rows": np.union1d(dropped, docs),
+        "sets": sets,  # recall documents' shingle sets from map 1
+        "rows": np.union1d(dropped, missing),  # documents map 2 still shingles
         "clusters": np.unique(clusters),
         "ngram": cfg.ngram,
-        "seed": seed,
+        "seed": plan.seed,
     }
 
 
@@ -263,7 +309,8 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "dedup needs an upstream stage with document parts")
     seed = ctx.seed if cfg.seed is None else cfg.seed
-    plan, num_empty = _sketch(cfg, ctx, seed)
+    measuring = cfg.near and bool(cfg.precision_sample_pairs or cfg.recall_sample_docs)
+    plan, num_empty, recall = _sketch(cfg, ctx, seed)
     n = plan.n
     stats: dict[str, Any] = {**setting(cfg, "exact", "exact_method"), **setting(cfg, "near")}
     exact_stats, bloom_bytes = reduce.exact_copies(cfg, ctx, plan)
@@ -277,14 +324,14 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         stats.update(setting(cfg, "seed", "minhash_seed", value=seed))
         stats.update(reduce.near_pairs(cfg, ctx, plan, num_empty))
         ranges = reduce.components(ctx, plan, stats["verified_pairs"])
-    hist, num, docs, top_ids, top_sizes, shown = reduce.clusters(
-        cfg, ctx, plan, ranges, EXAMPLE_DOCS
+    hist, num, docs, top_ids, top_sizes, shown, merges = reduce.clusters(
+        cfg, ctx, plan, ranges, EXAMPLE_DOCS, cfg.precision_sample_pairs if measuring else 0
     )
     num_buckets = (1 << plan.bits) if cfg.exact == "hash_set" else 0
-    t_measure, want = time.perf_counter(), None
-    if cfg.near and (cfg.precision_sample_pairs or cfg.recall_sample_docs):
-        want = _draw(cfg, ctx, plan, num_buckets, ranges, seed)
-    t_measure = time.perf_counter() - t_measure
+    t_measure, want = time.process_time(), None
+    if measuring:
+        want = _draw(cfg, plan, recall, merges)
+    t_measure = time.process_time() - t_measure + sum(g["seconds"] for g in recall + merges)
     fn = functools.partial(
         _apply_part,
         work_dir=str(plan.work),
@@ -292,15 +339,15 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
         num_buckets=num_buckets,
         ranges=ranges,
         shown=shown,
-        want=want,
+        want=None if want is None else {k: v for k, v in want.items() if k != "sets"},
     )
     results = ctx.executor.map(fn, plan.part_rows, desc="dedup: write")
     shutil.rmtree(plan.work, ignore_errors=True)  # work files: not stage outputs
     if want is not None:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         stats.update(measured_stats(cfg, want, results))
-        t_measure += time.perf_counter() - t0 + sum(r["measure"]["seconds"] for r in results)
-        stats["measure_seconds"] = round(t_measure, 3)
+        t_measure += time.process_time() - t0 + sum(r["measure"]["seconds"] for r in results)
+        stats["measure_cpu_seconds"] = round(t_measure, 3)
         log_measured(ctx, stats)
     stats.update(setting(cfg, "keep", "keep_in_cluster"))
     stats.update(

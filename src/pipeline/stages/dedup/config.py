@@ -41,6 +41,9 @@ class DedupConfig:
     # measured in the run (docs/dedup.md): exact Jaccard of a seeded sample; 0 turns one off
     precision_sample_pairs: int = bounded(200, ge=0, doc="merged pairs (dropped, kept) checked")
     recall_sample_docs: int = bounded(1000, ge=0, doc="documents whose every pair is compared")
+    recall_max_share: float = bounded(
+        0.05, ge=0.0, le=1.0, doc="the recall sample holds at most this share of the documents"
+    )
 
     def validate(self, path: str) -> None:
         if (self.bands is None) != (self.rows is None):

@@ -1,6 +1,8 @@
 """dedup's in-run measurement, the stage side: what map 2 returns for the sampled documents
 (their shingle sets, clusters, label counts) and the stats and log line the driver makes of it.
-The estimators are pipeline.dedup.measure; the samples are drawn in the stage (`_draw`)."""
+The estimators are pipeline.dedup.measure. The samples are drawn where the stage already has
+what they need: the recall documents (with their shingle sets) by map 1, the merged pairs by the
+near-cluster tasks; `_draw` in the stage keeps the global smallest keys of both."""
 
 from __future__ import annotations
 
@@ -23,18 +25,23 @@ def measure_payload(
 ) -> dict[str, Any]:
     """Shingle sets of this part's sampled rows and of the kept members of sampled clusters,
     plus label counts when the documents carry a duplicate `label` (toy)."""
-    t0 = time.perf_counter()
+    t0 = time.process_time()
+    here = (lo, lo + len(decision))
     rows = want["rows"]
-    rows = rows[(rows >= lo) & (rows < lo + len(decision))] - lo
+    rows = rows[(rows >= here[0]) & (rows < here[1])] - lo
     keep = decision == cl.KEEP
     winners = np.flatnonzero(keep & np.isin(cluster, want["clusters"]))
     take = np.union1d(rows, winners).astype(np.int64)
     texts = table.column("text").take(pa.array(take)).to_pylist()
+    docs = want["docs"]
+    docs = docs[(docs >= here[0]) & (docs < here[1])] - lo
     out: dict[str, Any] = {
         "index": lo + take,
         "cluster": cluster[take],
         "kept": keep[take],
         "sets": shingle_sets(texts, want["ngram"], want["seed"]) if texts else [],
+        "doc_index": lo + docs,  # the recall sample's clusters (their sets came from map 1)
+        "doc_cluster": cluster[docs],
     }
     if "label" in table.column_names:
         labelled = np.array([measure.is_dup_label(x) for x in table.column("label").to_pylist()])
@@ -44,18 +51,19 @@ def measure_payload(
             int((dropped & ~labelled).sum()),
             int((~dropped & labelled).sum()),
         )
-    out["seconds"] = time.perf_counter() - t0
+    out["seconds"] = time.process_time() - t0
     return out
 
 
 def measured_stats(cfg: DedupConfig, want: dict[str, Any], results: list[dict]) -> dict[str, Any]:
     """Precision of the sampled merges, recall of the sampled pairs, labelled P/R/F1."""
-    sets: dict[int, np.ndarray] = {}
+    sets: dict[int, np.ndarray] = dict(want["sets"])
     clusters: dict[int, int] = {}
     winner: dict[int, np.ndarray] = {}  # cluster -> its kept member's shingles
     labels = [r["measure"]["labels"] for r in results if "labels" in r["measure"]]
     for r in results:
         m = r["measure"]
+        clusters.update(zip(m["doc_index"].tolist(), m["doc_cluster"].tolist(), strict=True))
         for i, c, kept, s in zip(
             m["index"].tolist(), m["cluster"].tolist(), m["kept"].tolist(), m["sets"], strict=True
         ):
@@ -78,6 +86,7 @@ def measured_stats(cfg: DedupConfig, want: dict[str, Any], results: list[dict]) 
         "pair_recall_ci95": [rec["ci95_low"], rec["ci95_high"]],
         "pair_recall_pairs": rec["sample"],
         **setting(cfg, "recall_sample_docs", "pair_recall_docs", value=rec["docs"]),
+        **setting(cfg, "recall_max_share", "pair_recall_docs_max_share"),
         "pair_recall_pairs_compared": rec["pairs_compared"],
     }
     if labels:

@@ -154,12 +154,13 @@ def components(ctx: StageContext, plan: Plan, verified: int) -> int:
 
 
 def clusters(
-    cfg: DedupConfig, ctx: StageContext, plan: Plan, ranges: int, per: int
-) -> tuple[dict[str, int], int, int, np.ndarray, np.ndarray, np.ndarray]:
+    cfg: DedupConfig, ctx: StageContext, plan: Plan, ranges: int, per: int, sample: int = 0
+) -> tuple[dict[str, int], int, int, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
     """Exact copies joined to their clusters (tasks per bucket), near components summed and
     their kept member chosen (tasks per label range); returns the size histogram, the numbers
-    of clusters and of their documents, the largest clusters (ids, sizes) and the documents
-    shown for the first `num_examples` of them (the kept one and `per - 1` others, sorted)."""
+    of clusters and of their documents, the largest clusters (ids, sizes), the documents
+    shown for the first `num_examples` of them (the kept one and `per - 1` others, sorted)
+    and each near task's draw of `sample` near-dropped documents (the measurement's)."""
     top = max(cfg.num_examples, 1)
     work, offsets = str(plan.work), plan.offsets
     results = []
@@ -177,6 +178,8 @@ def clusters(
             by_score=cfg.keep != "first",
             top=top,
             per=per,
+            seed=plan.seed,
+            sample=sample,
         )
         items = [RowRange(q, int(bounds[q]), int(bounds[q + 1])) for q in range(ranges)]
         results += ctx.executor.map(fn, items, desc="dedup: near clusters")
@@ -189,7 +192,8 @@ def clusters(
     num = sum(r["clusters"] for r in results)
     docs = sum(r["docs"] for r in results)
     show = _shown(ctx, plan, results, best[0][: cfg.num_examples], num_buckets, per)
-    return cl.size_labels(counts), num, docs, best[0], best[1], show
+    merges = [r["merges"] for r in results if "merges" in r]
+    return cl.size_labels(counts), num, docs, best[0], best[1], show, merges
 
 
 def _shown(

@@ -8,12 +8,14 @@ memory: one bucket's keys (~`bucket_docs` x 24 bytes plus the sort's temporaries
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pipeline.dedup import measure
 from pipeline.dedup.cluster import size_counts, top_clusters
 from pipeline.dedup.exact import bucket_copies
 from pipeline.dedup.lsh import band_edges, sig_name, unique_columns
@@ -119,11 +121,15 @@ def cluster_task(
     by_score: bool,
     top: int,
     per: int,
+    seed: int = 0,
+    sample: int = 0,
 ) -> dict[str, Any]:
     """Near components whose label is in [lo, hi): members from every part's `bylabel`,
     copies from every bucket's `add`; the kept member (the best `score`, ties to the first
     seen; the first seen without scores) to `win-q`. Returns the clusters' summary and, for
-    its `top` largest, the kept member and the first `per - 1` others (example candidates)."""
+    its `top` largest, the kept member and the first `per - 1` others (example candidates);
+    with `sample` > 0, its `sample` near-dropped members of smallest seeded key (`merges`:
+    the in-run measurement's precision draw, docs/dedup.md)."""
     q, lo, hi = item.index, item.lo, item.hi
     num_parts = len(offsets) - 1
     got = [files.range_rows(files.load(work_dir, "bylabel", i), lo, hi) for i in range(num_parts)]
@@ -153,6 +159,14 @@ def cluster_task(
         kept.append(int(win[0]))
         others.append(members[members != win[0]][: per - 1])
     out["kept"], out["others"] = kept, others
+    if sample:
+        t0 = time.process_time()
+        lost = ~np.isin(node, winners)
+        keys, dropped, clusters = measure.bottom_k(
+            measure.sample_keys(node[lost], seed, 1), sample, node[lost], label[lost]
+        )
+        out["merges"] = {"keys": keys, "dropped": dropped, "clusters": clusters}
+        out["merges"]["seconds"] = time.process_time() - t0
     return out
 
 

@@ -28,6 +28,7 @@ from pipeline.parts import read_table
 from pipeline.quality.features import (
     DEFAULT_WEIGHTS,
     HASH_SEED,
+    STAT_NAMES,
     hashed_features,
     heuristic_score,
     stats_matrix,
@@ -69,8 +70,9 @@ def _scan_part(
     part, path = item.index, item.path
     table = read_table(path)
     texts = table.column("text").to_pylist()
-    heur = heuristic_score(stats_matrix(texts, max_chars), weights, bias)  # row-wise: exact
-    scorable = np.array([bool(t[:max_chars].split()) for t in texts], bool)
+    stats = stats_matrix(texts, max_chars)
+    heur = heuristic_score(stats, weights, bias)  # row-wise: exact
+    scorable = stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
     unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
     chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, len(texts))
     cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced, "chars": chars}
