@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.quality import lmfile
-from pipeline.quality.coherence import FEATURE_SETS, Coherence, doc_features
+from pipeline.quality.coherence import FEATURE_SETS, Coherence, doc_features, fold_of
 from pipeline.quality.cohesion import COHESION_NAMES, cohesion_features
 from pipeline.quality.corrupt import sentence_end_hashes
 from pipeline.quality.lmscore import LMParams, fit_classifiers, fit_lm
@@ -86,3 +86,19 @@ def test_detectors_score_the_lowest_and_round_trip_through_the_file():
     z = np.array([[0.0, 1.0]])
     two = Coherence(np.zeros(2), np.ones(2), np.array([[1.0, 0.0], [0.0, -3.0]]), np.zeros(2))
     assert two.predict(z)[0] == pytest.approx(1 / (1 + np.exp(3.0)))
+
+
+def test_detector_keep_raises_biases_until_that_share_of_positives_passes():
+    """Each set-2 detector's bias is lifted until `detector_keep` of the positives pass it;
+    a text passes when all do, so at 0.98 at least 1 - 3 x 0.02 of the positives pass (before
+    the gates), and never fewer than with no lift asked for (keep 0.5: balanced fits alone)."""
+    texts = docs(60, 6)
+    kept = {}
+    for keep in (0.5, 0.98):
+        params = LMParams(min_reference_docs=10, feature_set=2, detector_keep=keep)
+        scorer, ref = fit_lm(texts, np.arange(60), params)
+        fit_classifiers(scorer, ref, None)
+        clf = scorer.classifiers[SCRIPTS.index("latin")]
+        fold = fold_of(ref.rows, scorer.lm.num_folds, params.seed)  # as the fit scored them
+        kept[keep] = float((clf.predict(doc_features(scorer.lm, ref.tokens, fold)) >= 0.5).mean())
+    assert kept[0.98] >= max(kept[0.5], 0.94)

@@ -34,9 +34,10 @@ def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
 
 
 def _params(sc: LMScorer) -> dict:
-    """LMParams as stored: feature set 1 (the default) is left out, so a set-1 file has the
-    bytes it had before the key existed."""
-    return {k: v for k, v in sc.params.__dict__.items() if (k, v) != ("feature_set", 1)}
+    """LMParams as stored: with feature set 1 (the default) the set-2 keys are left out, so a
+    set-1 file has the bytes it had before they existed."""
+    drop = ("feature_set", "detector_keep") if sc.params.feature_set == 1 else ()
+    return {k: v for k, v in sc.params.__dict__.items() if k not in drop}
 
 
 def _b(b: float | np.ndarray) -> float | list[float]:

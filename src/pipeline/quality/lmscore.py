@@ -55,7 +55,7 @@ DETECTORS = {
     "markov": ("bigram_chain", "trigram_chain", "fourgram_chain"),
     "splice": ("splice",),
 }
-DETECTOR_KEEP = 0.98  # each detector's bias keeps at least this share of the positives
+DETECTOR_KEEP = 0.98  # default: each detector's bias keeps at least this share of the positives
 # Context gain (nats/token) below which context makes words *less* likely than their corpus
 # frequency: no real text does that; salad and shuffles do (~-0.6 measured). Coherence is
 # multiplied by sigmoid((gain - GAIN_FLOOR) / GAIN_SCALE), an absolute rule that holds even
@@ -88,6 +88,7 @@ class LMParams:
     # coherence.FEATURE_SETS. 1 here: an lm.npz written before the key existed holds set 1;
     # the stage passes quality.coherence_features (default 2)
     feature_set: int = 1
+    detector_keep: float = DETECTOR_KEEP  # set 2: each detector passes this share of positives
 
 
 @dataclass
@@ -210,12 +211,14 @@ def _weights_info(clf: Coherence, names: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-def _detectors(X: list[np.ndarray], y: list[np.ndarray], neg_kinds: np.ndarray) -> Coherence:
+def _detectors(
+    X: list[np.ndarray], y: list[np.ndarray], neg_kinds: np.ndarray, keep: float
+) -> Coherence:
     """One logistic regression per DETECTORS family: all positives (X[0]) and any labelled
     extras (X[2:]) against the family's negatives (X[1] where neg_kinds is in the family),
     standardised by the statistics of all rows. Each detector's bias is then raised, if need
-    be, until DETECTOR_KEEP of the positives score >= 0.5 by it: a text must pass all of them,
-    and a balanced fit alone drops ~5% of the positives per detector."""
+    be, until `keep` (default DETECTOR_KEEP) of the positives score >= 0.5 by it: a text must
+    pass all of them, and a balanced fit alone drops ~5% of the positives per detector."""
     allx = np.vstack(X)
     mean, std = allx.mean(axis=0), allx.std(axis=0)
     std = np.where(std > 1e-9, std, 1.0)
@@ -228,7 +231,7 @@ def _detectors(X: list[np.ndarray], y: list[np.ndarray], neg_kinds: np.ndarray) 
         ys = [y[0], y[1][sel], *y[2:]]
         clf = train_coherence(np.vstack(xs), np.concatenate(ys), scale=(mean, std))
         logit = ((X[0] - mean) / std) @ clf.w + clf.b
-        lift = -float(np.quantile(logit, 1.0 - DETECTOR_KEEP)) if len(logit) else 0.0
+        lift = -float(np.quantile(logit, 1.0 - keep)) if len(logit) else 0.0
         clf.b += max(lift, 0.0)
         out.append(clf)
     return stack_detectors(out)
@@ -285,7 +288,7 @@ def _fit_script(
         num = len(names)
         clf = Coherence(np.zeros(num), np.ones(num), np.zeros(num), 4.0)
     elif params.feature_set >= 2:
-        clf = _detectors(X, y, kinds_arr[train_neg])
+        clf = _detectors(X, y, kinds_arr[train_neg], params.detector_keep)
     else:
         clf = train_coherence(np.vstack(X), np.concatenate(y))
     p_pos = clf.predict(f_pos) * gain_gate(f_pos)

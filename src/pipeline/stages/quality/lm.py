@@ -204,6 +204,7 @@ def fit_reference(cfg: Any, ctx: Any) -> LMResult:
         min_reference_docs=cfg.min_reference_docs,
         max_train_docs=cfg.coherence_train_docs,
         feature_set=cfg.coherence_features,
+        detector_keep=cfg.coherence_detector_keep,
         max_chars=cfg.max_chars,
         seed=ctx.seed,
     )
