@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,torch,ray,hf,remote]'
+	$(PY) -m pip install -q -e '.[dev,torch,ray,hf,remote,web,langid,fasttext]'
 	$(PY) -m pip install -q --no-deps $(READERS)
 	touch $@ $(VENV)/.installed
 

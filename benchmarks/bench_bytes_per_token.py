@@ -22,8 +22,9 @@ import numpy as np
 
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, Tokenizer
 from pipeline.tokenizer.health import LATIN_RANGE, UNSPACED_RANGE, dominant_script
-from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
+from pipeline.tokenizer.pretokenize import compile_pattern, special_splitter
 from pipeline.tokenizer.train import train_bpe
+from pipeline.tokenizer.wordcount import count_words
 
 CORPORA = Path("/work/shared/corpora")
 OUT = Path(__file__).resolve().parents[1] / "outputs" / "benchmarks" / "bytes_per_token.json"

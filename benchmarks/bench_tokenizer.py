@@ -1,10 +1,17 @@
-"""Benchmark: our byte-level BPE vs Hugging Face `tokenizers` (BpeTrainer) and tiktoken.
+"""Benchmark: our byte-level BPE vs Hugging Face `tokenizers` (BpeTrainer), rustbpe, bpeasy
+and tiktoken.
 
 Same real text (/work/shared/corpora), same vocab (4096, 8192), all single-threaded
 (RAYON_NUM_THREADS=1, tiktoken one call per document). Reports training seconds, bytes/token on
 the training text and on held-out text, encode MB/s, and the ratios. Writes
 outputs/benchmarks/tokenizer.json. tiktoken is not a project dependency: the first run (or
---setup) pip-installs it into .bench-venv-tokenizer/site (git-ignored), put on sys.path here.
+--setup) pip-installs it into .bench-venv-tokenizer/site (git-ignored), put on sys.path here;
+rustbpe and bpeasy are timed when installed.
+
+`--before SRC` adds another checkout's tokenizer (e.g. the commit before a change) as the
+candidates `ours_before` (training, and a cold `encode_batch` of our merges), run in a child
+process with SRC first on sys.path, interleaved with the others; each child reports its own CPU
+time and a sha256 of its merges / ids, which must equal ours.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import gzip  # noqa: E402
+import hashlib  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
@@ -30,15 +38,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / ".bench-venv-tokenizer" / "site"
 CORPORA = Path(os.environ.get("PIPELINE_CORPORA", "/work/shared/corpora"))
 OUT = ROOT / "outputs" / "benchmarks" / "tokenizer.json"
-sys.path[:0] = [str(ROOT / "src"), str(SITE)]
+SRC = os.environ.get("BENCH_TOKENIZER_SRC", str(ROOT / "src"))  # --before's children set it
+sys.path[:0] = [SRC, str(SITE)]
 
-from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, save, train_bpe  # noqa: E402
+from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, dumps, train_bpe  # noqa: E402
 from pipeline.tokenizer.pretokenize import (  # noqa: E402
     SPLIT_PATTERN,
     compile_pattern,
-    count_words,
     special_splitter,
 )
+
+try:
+    from pipeline.tokenizer.wordcount import count_words  # noqa: E402
+except ImportError:  # a checkout from before tokenizer/wordcount.py (--before)
+    from pipeline.tokenizer.pretokenize import count_words  # noqa: E402
 
 TRAIN_FILES = [
     "tinystories/tinystories_sample.txt",
@@ -88,6 +101,50 @@ def nbytes(docs: list[str]) -> int:
     return sum(len(d.encode("utf-8")) for d in docs)
 
 
+class ChildResult:
+    """What a --before child reports: its own CPU seconds and a digest of its output."""
+
+    def __init__(self, seconds: float, sha256: str):
+        self.seconds, self.sha256 = seconds, sha256
+
+
+def run_child(src: str, what: str, vocab: int, merges_file: str = "") -> ChildResult:
+    env = dict(os.environ, BENCH_TOKENIZER_SRC=src, PYTHONPATH=src)
+    cmd = [sys.executable, __file__, "--child", what, "--vocab", str(vocab)]
+    if merges_file:
+        cmd += ["--merges", merges_file]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    rec = json.loads(out.strip().splitlines()[-1])
+    return ChildResult(rec["seconds"], rec["sha256"])
+
+
+def digest(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj).encode()).hexdigest()
+
+
+def child(what: str, vocab: int, merges_file: str) -> None:
+    """One timed step in this process (the --before side): print {seconds, sha256}."""
+    train = [d for f in TRAIN_FILES for d in read_docs(f)]
+    if what == "train":
+        gc.collect()
+        t0 = time.process_time()
+        tok = train_ours(train, vocab)
+        secs = time.process_time() - t0
+        print(json.dumps({"seconds": secs, "sha256": digest([list(m) for m in tok.merges])}))
+        return
+    docs = train + [d for f in HELDOUT_FILES for d in read_docs(f)]
+    merges = [tuple(m) for m in json.loads(Path(merges_file).read_text())]
+    enc = tiktoken_from(Tokenizer(merges)) if what == "tiktoken" else None
+    gc.collect()
+    t0 = time.process_time()
+    if enc is not None:
+        ids = [enc.encode(d, allowed_special="all") for d in docs]
+    else:
+        ids = Tokenizer(merges).encode_batch(docs)
+    secs = time.process_time() - t0
+    print(json.dumps({"seconds": secs, "sha256": digest(ids)}))
+
+
 def interleaved(fns: dict, repeats: int) -> tuple[dict[str, float], dict]:
     """Median CPU seconds per candidate, the candidates run in turn each round, plus each one's
     last result. Every peer runs on one thread, so process CPU time is its cost, and other
@@ -102,7 +159,10 @@ def interleaved(fns: dict, repeats: int) -> tuple[dict[str, float], dict]:
             gc.collect()
             t0 = time.process_time()
             last[k] = fn()
-            times[k].append(time.process_time() - t0)
+            secs = time.process_time() - t0
+            if isinstance(last[k], ChildResult):  # timed in its own process
+                secs = last[k].seconds
+            times[k].append(secs)
     return {k: statistics.median(v) for k, v in times.items()}, last
 
 
@@ -138,6 +198,36 @@ def train_hf(docs: list[str], vocab_size: int, same_split: bool):
     return tok
 
 
+def train_rustbpe(docs: list[str], vocab_size: int) -> dict[bytes, int]:
+    import rustbpe
+
+    tok = rustbpe.Tokenizer()  # no specials: as many merges as ours
+    tok.train_from_iterator(iter(docs), vocab_size - len(DEFAULT_SPECIALS), pattern=SPLIT_PATTERN)
+    return dict(tok.get_mergeable_ranks())
+
+
+def train_bpeasy(docs: list[str], vocab_size: int) -> dict[bytes, int]:
+    import bpeasy
+
+    return bpeasy.train_bpe(iter(docs), SPLIT_PATTERN, 256, vocab_size - len(DEFAULT_SPECIALS))
+
+
+def have(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def tiktoken_of_ranks(ranks: dict[bytes, int]):
+    import tiktoken
+
+    return tiktoken.Encoding(
+        name="peer", pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens={}
+    )
+
+
 def tiktoken_from(tok: Tokenizer):
     import tiktoken
 
@@ -148,27 +238,36 @@ def tiktoken_from(tok: Tokenizer):
 
 
 def bench_train(
-    vocab: int, train: list[str], held: list[str], repeats: int
+    vocab: int, train: list[str], held: list[str], repeats: int, before: str | None
 ) -> tuple[dict, Tokenizer]:
-    secs, toks = interleaved(
-        {
-            "ours": lambda: train_ours(train, vocab),
-            "hf_same_split": lambda: train_hf(train, vocab, same_split=True),
-            "hf_bytelevel": lambda: train_hf(train, vocab, same_split=False),
-        },
-        repeats,
-    )
+    fns = {
+        "ours": lambda: train_ours(train, vocab),
+        "hf_same_split": lambda: train_hf(train, vocab, same_split=True),
+        "hf_bytelevel": lambda: train_hf(train, vocab, same_split=False),
+    }
+    if before:
+        fns["ours_before"] = lambda: run_child(before, "train", vocab)
+    if have("rustbpe"):
+        fns["rustbpe"] = lambda: train_rustbpe(train, vocab)
+    if have("bpeasy"):
+        fns["bpeasy"] = lambda: train_bpeasy(train, vocab)
+    secs, toks = interleaved(fns, repeats)
     ours = toks["ours"]
     bpt = {}
+    peers = [k for k in ("rustbpe", "bpeasy") if k in toks and have_tiktoken()]
     for split, docs in (("train", train), ("heldout", held)):
         bpt[f"ours_{split}"] = nbytes(docs) / sum(len(ours.encode(d)) for d in docs)
         for k in ("hf_same_split", "hf_bytelevel"):
             n = sum(len(e.ids) for e in toks[k].encode_batch(docs))
             bpt[f"{k}_{split}"] = nbytes(docs) / n
+        for k in peers:
+            enc = tiktoken_of_ranks(toks[k])
+            bpt[f"{k}_{split}"] = nbytes(docs) / sum(len(enc.encode_ordinary(d)) for d in docs)
     out = {
         "train_seconds": secs,
         "train_ratio_ours_over_hf_same_split": secs["ours"] / secs["hf_same_split"],
         "train_ratio_ours_over_hf_bytelevel": secs["ours"] / secs["hf_bytelevel"],
+        "train_ratio_ours_over_peer": {k: secs["ours"] / v for k, v in secs.items() if k != "ours"},
         "bytes_per_token": bpt,
         "bytes_per_token_gap_vs_hf": {  # ours / HF - 1; positive = ours compresses better
             f"{k}_{split}": bpt[f"ours_{split}"] / bpt[f"{k}_{split}"] - 1
@@ -176,6 +275,9 @@ def bench_train(
             for split in ("train", "heldout")
         },
     }
+    if before:
+        same = toks["ours_before"].sha256 == digest([list(m) for m in ours.merges])
+        out["merges_identical_to_before"] = same
     return out, ours
 
 
@@ -183,11 +285,13 @@ def _hf_from(ours: Tokenizer):
     from tokenizers import Tokenizer as HFTokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
-        save(ours, Path(tmp) / "tokenizer.json")
+        (Path(tmp) / "tokenizer.json").write_bytes(dumps(ours))
         return HFTokenizer.from_file(str(Path(tmp) / "tokenizer.json"))
 
 
-def bench_encode(ours: Tokenizer, train: list[str], held: list[str], repeats: int) -> dict:
+def bench_encode(
+    ours: Tokenizer, train: list[str], held: list[str], repeats: int, before: str | None
+) -> dict:
     """All three encode with our merges: HF loads our tokenizer.json, tiktoken gets our ranks.
 
     Three views of our caches: cold (a fresh tokenizer, one pass over train + held-out), warm
@@ -227,7 +331,15 @@ def bench_encode(ours: Tokenizer, train: list[str], held: list[str], repeats: in
     if enc is not None:
         fns["tiktoken"] = lambda: [enc.encode(d, allowed_special="all") for d in docs]
         fns["tiktoken_heldout"] = lambda: [enc.encode(d, allowed_special="all") for d in held]
+    merges_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    with merges_file:
+        json.dump([list(m) for m in ours.merges], merges_file)
+    if before:
+        fns["ours_before_cold_cache"] = lambda: run_child(
+            before, "encode", ours.vocab_size, merges_file.name
+        )
     secs, last = interleaved(fns, repeats)
+    os.unlink(merges_file.name)
     mb, mb_held = nbytes(docs) / 1e6, nbytes(held) / 1e6
     mbs = {k: (mb_held if "heldout" in k else mb) / v for k, v in secs.items()}
     ids = last["ours_cold_cache"]
@@ -239,7 +351,15 @@ def bench_encode(ours: Tokenizer, train: list[str], held: list[str], repeats: in
 
     hfs = mbs["hf_encode_batch"]
     tt, tth = mbs.get("tiktoken"), mbs.get("tiktoken_heldout")
-    return {
+    extra = {}
+    if before:
+        extra["ids_identical_to_before"] = last["ours_before_cold_cache"].sha256 == digest(ids)
+        extra["encode_ratio_ours_cold_over_before"] = (
+            mbs["ours_cold_cache"] / mbs["ours_before_cold_cache"]
+        )
+        if tt:
+            extra["encode_ratio_before_cold_over_tiktoken"] = mbs["ours_before_cold_cache"] / tt
+    return extra | {
         "encode_mb": round(mb, 3),
         "heldout_mb": round(mb_held, 3),
         "encode_mb_per_s": mbs,
@@ -261,11 +381,45 @@ def bench_encode(ours: Tokenizer, train: list[str], held: list[str], repeats: in
     }
 
 
-def bench_vocab(vocab: int, train: list[str], held: list[str], repeats: int) -> dict:
+def bench_encode_children(vocab: int, train: list[str], repeats: int, before: str | None) -> dict:
+    """Cold encode of train + held-out with our merges, each candidate in a fresh process per
+    round (ours, --before's, tiktoken): no candidate inherits the heap of the others, as they
+    do in bench_encode's one process."""
+    ours = train_ours(train, vocab)
+    merges_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    with merges_file:
+        json.dump([list(m) for m in ours.merges], merges_file)
+    src = str(ROOT / "src")
+    fns = {"ours_cold_cache": lambda: run_child(src, "encode", vocab, merges_file.name)}
+    if before:
+        fns["ours_before_cold_cache"] = lambda: run_child(before, "encode", vocab, merges_file.name)
+    fns["tiktoken"] = lambda: run_child(src, "tiktoken", vocab, merges_file.name)
+    secs, last = interleaved(fns, repeats)
+    os.unlink(merges_file.name)
+    docs_mb = nbytes(train + [d for f in HELDOUT_FILES for d in read_docs(f)]) / 1e6
+    mbs = {k: docs_mb / v for k, v in secs.items()}
+    out = {
+        "vocab_size": vocab,
+        "encode_mb": round(docs_mb, 3),
+        "encode_seconds": secs,
+        "encode_mb_per_s": mbs,
+        "encode_ratio_over_tiktoken": {k: v / mbs["tiktoken"] for k, v in mbs.items()},
+        "ids_identical_to_tiktoken": last["ours_cold_cache"].sha256 == last["tiktoken"].sha256,
+    }
+    if before:
+        out["ids_identical_to_before"] = (
+            last["ours_cold_cache"].sha256 == last["ours_before_cold_cache"].sha256
+        )
+    return out
+
+
+def bench_vocab(
+    vocab: int, train: list[str], held: list[str], repeats: int, before: str | None
+) -> dict:
     out: dict = {"vocab_size": vocab, "train_mb": round(nbytes(train) / 1e6, 3)}
-    tr, ours = bench_train(vocab, train, held, repeats)
+    tr, ours = bench_train(vocab, train, held, repeats, before)
     out.update(tr)
-    out.update(bench_encode(ours, train, held, repeats))
+    out.update(bench_encode(ours, train, held, repeats, before))
     return out
 
 
@@ -285,6 +439,15 @@ def tiktoken_version() -> str | None:
     return tiktoken.__version__
 
 
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def setup() -> None:
     """pip-install tiktoken (no deps: regex is ours already) into SITE, already on sys.path."""
     SITE.mkdir(parents=True, exist_ok=True)
@@ -298,7 +461,18 @@ def main() -> None:
     ap.add_argument("--setup", action="store_true", help="install tiktoken into the bench dir")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--vocab", type=int, nargs="+", default=[4096, 8192])
+    ap.add_argument("--before", help="src/ of another checkout, timed beside ours")
+    ap.add_argument(
+        "--encode-children",
+        action="store_true",
+        help="only the cold encode, each candidate in a fresh process per round",
+    )
+    ap.add_argument("--child", choices=["train", "encode", "tiktoken"], help=argparse.SUPPRESS)
+    ap.add_argument("--merges", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        child(args.child, args.vocab[0], args.merges)
+        return
     if args.setup or not have_tiktoken():
         try:
             setup()
@@ -306,9 +480,17 @@ def main() -> None:
             print(f"tiktoken could not be installed ({exc}); skipping that peer", flush=True)
     train = [d for f in TRAIN_FILES for d in read_docs(f)]
     held = [d for f in HELDOUT_FILES for d in read_docs(f)]
+    if args.encode_children:
+        res = [bench_encode_children(v, train, args.repeats, args.before) for v in args.vocab]
+        path = OUT.with_name("tokenizer_encode_children.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"repeats": args.repeats, "results": res}, indent=1) + "\n")
+        print(json.dumps(res, indent=1))
+        print(f"wrote {path}")
+        return
     results = []
     for v in args.vocab:
-        r = bench_vocab(v, train, held, args.repeats)
+        r = bench_vocab(v, train, held, args.repeats, args.before)
         print(json.dumps(r, indent=1), flush=True)
         results.append(r)
     import tokenizers
@@ -320,6 +502,9 @@ def main() -> None:
         "python": sys.version.split()[0],
         "tokenizers": tokenizers.__version__,
         "tiktoken": tiktoken_version(),
+        "rustbpe": _version("rustbpe"),
+        "bpeasy": _version("bpeasy"),
+        "before": args.before,
         "train_files": TRAIN_FILES,
         "heldout_files": HELDOUT_FILES,
         "train_docs": len(train),

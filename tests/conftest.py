@@ -69,14 +69,17 @@ def hf_offline(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def report_runs(tmp_path_factory) -> dict[str, Path]:
-    """Toy recipe runs for the report tests: `a` (all stages), `b` (clean.min_words and
-    quality.min_score raised), `part` (as b, download and clean only)."""
+    """Toy recipe runs for the report tests: `a` (all stages), `b` (the toy recipe's stages,
+    clean.min_words and quality.min_score raised), `part` (as b, download and clean only)."""
     from pipeline.cli import main
 
     root = tmp_path_factory.mktemp("report_runs")
     moved = ["--set", "clean.min_words=120", "--set", "quality.min_score=0.6"]
     off = [f"--set={name}=false" for name in ("dedup", "quality", "tokenize", "pack", "shard")]
-    runs = {"a": [], "b": moved, "part": [*moved, *off]}
+    # the two stages the toy recipe leaves out (decontaminate needs an eval file)
+    (root / "eval.txt").write_text("An evaluation passage that no toy document contains.\n")
+    web = ["--set=line_dedup.min_docs=3", f"--set=decontaminate.eval_texts=[{root / 'eval.txt'}]"]
+    runs = {"a": web, "b": moved, "part": [*moved, *off]}
     for name, extra in runs.items():
         args = ["data", "--config", str(TOY_RECIPE), "--out-dir", str(root / name)]
         assert main([*args, *TOY_SMALL, *extra]) == 0

@@ -116,3 +116,63 @@ def test_ray_executor_binds_ledger_and_sync_and_removes_the_nodes_copies(ray_clu
         check_bind(ex, token)
         assert copy.is_dir()
     assert not copy.exists()
+
+
+def test_line_dedup_and_decontaminate_on_ray_match_local(tmp_path, ray_cluster, monkeypatch):
+    """The two web filters' tasks (work files per part and per hash partition, eval n-gram
+    files written by the driver) give the local bytes on Ray with a URL run folder where each
+    worker process is a node of its own."""
+    from pydoc_data.topics import topics
+
+    from pipeline.run.remote import PER_PROCESS_ENV
+
+    monkeypatch.setenv(PER_PROCESS_ENV, "1")
+    (tmp_path / "eval.txt").write_text(topics["assert"], encoding="utf-8")
+    recipe = tmp_path / "web.yaml"
+    recipe.write_text(
+        "seed: 5\ndownload: {source: python_docs, max_docs: 150, docs_per_part: 40}\n"
+        "line_dedup: {}\n"
+        f"decontaminate: {{eval_texts: [{tmp_path / 'eval.txt'}], mode: drop}}\n",
+        encoding="utf-8",
+    )
+    local = load_recipe(recipe, [f"out_dir={tmp_path / 'local'}", "workers=1"])
+    run_recipe(local, progress=False)
+    url = f"out_dir=file://{tmp_path / 'ray'}"
+    run_recipe(load_recipe(recipe, [url, "executor.kind=ray"]), progress=False)
+    want = _manifest_shas(tmp_path / "local")
+    assert _manifest_shas(tmp_path / "ray") == want
+    report = json.loads((tmp_path / "local" / "pipeline_report.json").read_text())["stages"]
+    assert report[1]["stage"] == "line_dedup" and report[1]["stats"]["lines_removed"] > 0
+    assert any("/rejected/" in p for p, _ in want["decontaminate"])
+
+
+def test_mix_url_lists_and_dedup_on_ray_are_byte_identical_to_local(tmp_path, ray_cluster):
+    """download.sources (× 2 and × 0.5), clean's domain list and dedup of the copies: the same
+    bytes on Ray as on one local worker."""
+    from helpers import make_recipe
+    from synth_text import docs
+
+    for name, seed in (("wiki", 1), ("web", 2)):
+        rows = [
+            {"id": str(i), "text": t, "url": f"https://{'spam' if i % 4 == 0 else name}.com/{i}"}
+            for i, t in enumerate(docs(12, seed=seed, sentences=8))
+        ]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "domains.txt").write_text("spam.com\n")
+    sources = [
+        {"source": "jsonl", "path": str(tmp_path / "wiki.jsonl"), "url_field": "url", "weight": 2},
+        {"source": "jsonl", "path": str(tmp_path / "web.jsonl"), "url_field": "url", "weight": 0.5},
+    ]
+    stages = {
+        "download": {"sources": sources, "docs_per_part": 8},
+        "clean": {
+            "domain_blocklist": str(tmp_path / "domains.txt"),
+            "min_words": 5,
+            "min_stop_words": None,
+        },
+        "dedup": {},
+    }
+    run_recipe(make_recipe(tmp_path / "local", stages), progress=False)
+    run_recipe(make_recipe(tmp_path / "ray", stages, executor={"kind": "ray"}), progress=False)
+    want, got = _manifest_shas(tmp_path / "local"), _manifest_shas(tmp_path / "ray")
+    assert list(got) == ["download", "clean", "dedup"] and got == want

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from pipeline.tokenizer import DEFAULT_SPECIALS, Tokenizer, train_bpe
-from pipeline.tokenizer.pretokenize import TAIL, compile_pattern, count_words
+from pipeline.tokenizer.pretokenize import TAIL, compile_pattern
+from pipeline.tokenizer.wordcount import count_words
 
 MIXED = [
     "Hello world! It's a test: they'll say 12345 apples cost $3.50.\n",

@@ -161,6 +161,10 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        others = [a for a in args if a is not type(None)]
+        if len(others) == 1 and isinstance(value, (list, dict)):
+            # `list[X] | None` given a list: the error inside it (download.sources[0].weight)
+            return _convert(value, others[0], path)
         for arg in args:
             if arg is type(None):
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from pathlib import Path
 
 from pipeline.config import ExecutorConfig, RunConfig
@@ -57,6 +58,34 @@ def table(cls: type) -> list[str]:
     return rows
 
 
+def nested_lists(cls: type) -> list[tuple[str, type]]:
+    """(field, entry class) of each field that holds a list of config dataclasses."""
+    out = []
+    for name, tp in typing.get_type_hints(cls).items():
+        for arg in typing.get_args(tp) or (tp,):
+            if typing.get_origin(arg) is list:
+                (item,) = typing.get_args(arg)
+                if dataclasses.is_dataclass(item):
+                    out.append((name, item))
+    return out
+
+
+def nested_tables(section: str, cls: type) -> list[str]:
+    """A table for each field of `cls` that is itself a block of keys (`quality.external:`)."""
+    out: list[str] = []
+    for f in dataclasses.fields(cls):
+        if f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            continue
+        sub = f.default_factory()  # type: ignore[misc]
+        if not dataclasses.is_dataclass(sub):
+            continue
+        key = f"{section}.{f.name}"
+        doc = field_docs(cls)[f.name]
+        out += [f"### `{key}:` ({doc})", "", *table(type(sub)), ""]
+        out += nested_tables(key, type(sub))
+    return out
+
+
 def _source(cls: type) -> str:
     """The file that defines `cls`, from the repository root (src/pipeline/...)."""
     path = Path(inspect.getsourcefile(cls) or "").resolve()
@@ -89,6 +118,14 @@ def generate() -> str:
             *table(stage.config_cls),
             "",
         ]
+        for key, cls in nested_lists(stage.config_cls):
+            lines += [
+                f"### `{name}.{key}[]`: each entry (`{cls.__name__}`)",
+                "",
+                *table(cls),
+                "",
+            ]
+        lines += nested_tables(name, stage.config_cls)
     lines += [
         "## `pretrain:` (its own recipe file, `pipeline pretrain` / `pipeline ablate`)",
         "",

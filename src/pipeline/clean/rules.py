@@ -23,6 +23,7 @@ class Rule:
     stat: str  # a name in textstats.FILTER_STAT_NAMES
     key: str  # CleanConfig field holding the threshold (None disables) or a bool switch
     direction: str  # "max": drop when stat > threshold; "min": drop when stat < threshold
+    gate: str | None = None  # CleanConfig field that must be set (not null) for the rule to run
 
 
 _FRAC = [round(x, 2) for x in np.linspace(0, 1, 21)]
@@ -67,6 +68,8 @@ BINS = {
 
 RULES: tuple[Rule, ...] = (
     Rule("empty_doc_v1", "num_chars", "drop_empty", "min"),
+    # lang_score where the language is one of clean.languages, -1 where it is not (langid.py)
+    Rule("language", "lang_score", "min_lang_score", "min", gate="languages"),
     Rule("max_chars_v1", "num_chars", "max_chars", "max"),
     Rule("min_chars_v1", "num_chars", "min_chars", "min"),
     Rule("gopher_min_words_v1", "num_words", "min_words", "min"),
@@ -129,6 +132,8 @@ RULE_NAMES = tuple(r.name for r in RULES)
 
 def threshold(rule: Rule, cfg: Any) -> float | None:
     """The rule's threshold from the config; None when the rule is off. Switches map to 0.5."""
+    if rule.gate is not None and getattr(cfg, rule.gate) is None:
+        return None
     value = getattr(cfg, rule.key)
     if isinstance(value, bool):
         # empty_doc: num_chars < 0.5; lorem/curly flags: stat > 0.5

@@ -30,11 +30,13 @@ from pipeline.clean.charclass import (
     UNSPACED,
     char_classes,
     class_counts,
-    word_spans,
 )
+from pipeline.clean.lines import line_stats_batch
+from pipeline.clean.ngrams import ngram_stats
 from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
-from pipeline.hashing import GOLDEN64, span_hashes
+from pipeline.clean.segment import Segments, chunks, segment
+from pipeline.clean.words import stop_word_counts
 
 GOPHER_STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
     LATIN: ("the", "be", "to", "of", "and", "that", "have", "with"),
@@ -96,6 +98,7 @@ FILTER_STAT_NAMES = (
     "fineweb_dup_line_chars_frac",
     "newlines_per_word",
     "dominant_script",  # index into SCRIPTS; not a filter statistic (for docs_per_script)
+    "lang_score",  # filled by clean.langid when languages are filtered; NaN here
 )
 STAT_INDEX = {name: i for i, name in enumerate(FILTER_STAT_NAMES)}
 _NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
@@ -117,59 +120,6 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
     return dup, dup_chars
 
 
-def _top_ngram_chars(
-    g: np.ndarray, s: np.ndarray, cum_len: np.ndarray, n: int, sep: int = 1
-) -> int:
-    """Chars of the most frequent n-gram (words joined by spaces) times its count.
-
-    `s` is g sorted. Ties go to the n-gram seen first, as Counter.most_common does in datatrove.
-    """
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    if len(starts) == len(s):
-        best, i = 1, 0
-    else:
-        lengths = np.diff(np.concatenate((starts, [len(s)])))
-        best = int(lengths.max())
-        vals = s[starts[lengths == best]]
-        i = int(np.flatnonzero(np.isin(g, vals))[0])
-    return best * int(cum_len[i + n] - cum_len[i] + sep * (n - 1))
-
-
-def _dup_ngram_chars(g: np.ndarray, cum_len: np.ndarray, n: int) -> int:
-    """Gopher's duplicated n-gram chars, exactly as datatrove's left-to-right scan: a position
-    whose n-gram was seen at an earlier *visited* position counts its n words' chars and skips
-    them (skipped positions are not visited). Only positions of repeated n-grams are looked at.
-    """
-    order = np.argsort(g, kind="stable")
-    s = g[order]
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    lengths = np.diff(np.concatenate((starts, [len(s)])))
-    multi = lengths > 1
-    if not multi.any():
-        return 0
-    pos = order[np.repeat(multi, lengths)]  # grouped by n-gram, ascending inside a group
-    gid = np.repeat(np.arange(int(multi.sum())), lengths[multi])
-    first = np.concatenate(([True], gid[1:] != gid[:-1]))
-    cand = np.flatnonzero(~first)
-    cand = cand[np.argsort(pos[cand], kind="stable")]  # later occurrences, by position
-    pos_l, gid_l = pos.tolist(), gid.tolist()
-    gstart_l = np.flatnonzero(first).tolist()
-    chars = (cum_len[pos + n] - cum_len[pos]).tolist()
-    skipped = bytearray(len(g))
-    total = skip_until = 0
-    for k in cand.tolist():
-        c = pos_l[k]
-        if c < skip_until:
-            continue  # not visited: neither counted nor added to the seen set
-        for e in range(gstart_l[gid_l[k]], k):  # earlier occurrences of the same n-gram
-            if not skipped[pos_l[e]]:
-                total += chars[k]
-                skip_until = c + n
-                skipped[c + 1 : c + n] = b"\x01" * (n - 1)
-                break
-    return total
-
-
 def _script_words(cls: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]:
     """(words per script float64 [len(SCRIPTS)], words holding a letter).
 
@@ -186,66 +136,6 @@ def _script_words(cls: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]
     frac = counts / np.bincount(word_of, weights=counts)[word_of]
     per_script = np.bincount(keys % NUM_CLASSES, weights=frac, minlength=NUM_CLASSES)[LATIN:]
     return per_script, int(first.sum())
-
-
-def _word_stats(
-    text: str,
-    cp: np.ndarray,
-    cls: np.ndarray,
-    spans: tuple[np.ndarray, np.ndarray],
-    scale: int,
-    out: np.ndarray,
-) -> None:
-    """Fill the word-based statistics. `scale` multiplies the n of the n-gram rules (2 where the
-    dominant script is unspaced: one character is not one word there)."""
-    n = len(text)
-    starts, ends = spans
-    n_tok = len(starts)
-    lengths = ends - starts
-    is_letter = cls >= LATIN
-    is_punct = (cls == PUNCT) | (cls == SYMBOL)
-    letter_cum = np.concatenate(([0], np.cumsum(is_letter)))
-    punct_cum = np.concatenate(([0], np.cumsum(is_punct)))
-    pure_cum = np.concatenate(([0], np.cumsum(cls == PUNCT)))
-    tok_letters = letter_cum[ends] - letter_cum[starts]
-    tok_punct = punct_cum[ends] - punct_cum[starts]
-    non_symbol = tok_punct < lengths
-    num_words = int(non_symbol.sum())
-    out[STAT_INDEX["num_words"]] = num_words
-    if num_words:
-        out[STAT_INDEX["mean_word_length"]] = (
-            float((lengths - tok_punct)[non_symbol].sum()) / num_words
-        )
-    if n_tok:
-        out[STAT_INDEX["hash_ratio"]] = text.count("#") / n_tok
-        out[STAT_INDEX["ellipsis_ratio"]] = (text.count("...") + text.count("\u2026")) / n_tok
-        # v2: a token of punctuation marks only (` , `, ` @-@ ` in tokenised text) is a detached
-        # mark of the word before it, not a word without a letter; symbols (= | $) still count
-        detached = (pure_cum[ends] - pure_cum[starts]) == lengths
-        words = n_tok - int(detached.sum())
-        if words:
-            out[STAT_INDEX["alpha_words_frac"]] = float((tok_letters > 0).sum()) / words
-        out[STAT_INDEX["max_word_length"]] = int(lengths.max())
-    h = span_hashes(cp, starts, ends)  # content hash per word, wherever it sits
-    cum_len = np.concatenate(([0], np.cumsum(lengths)))
-    out[_NGRAM_COLS] = 0.0  # stays 0 with too few words or no repeats: nothing repeats
-    rule_n = {scale * m: m for m in (*TOP_NGRAMS, *DUP_NGRAMS)}  # k-gram read -> rule's n
-    g = h
-    for k in range(2, scale * max(DUP_NGRAMS) + 1):
-        if n_tok < k:
-            break
-        g = g[:-1] * GOLDEN64 + h[k - 1 :]  # hash of the k-gram starting at each word
-        srt = np.sort(g)
-        repeats = bool((srt[1:] == srt[:-1]).any())
-        m = rule_n.get(k)
-        if m in TOP_NGRAMS:
-            sep = 0 if scale > 1 else 1  # spaces between the words, none between characters
-            top = _top_ngram_chars(g, srt, cum_len, k, sep)
-            out[STAT_INDEX[f"top_{m}gram_chars_frac"]] = top / n
-        elif m is not None and repeats:
-            out[STAT_INDEX[f"dup_{m}gram_chars_frac"]] = _dup_ngram_chars(g, cum_len, k) / n
-        if not repeats and k >= scale * (min(DUP_NGRAMS) - 1):
-            break  # no repeated k-gram: no repeated longer one either
 
 
 def logical_lines(text: str) -> tuple[list[str], int]:
@@ -408,44 +298,134 @@ def filter_stats(
     the cheap character ratios, so a 50 MB document costs one pass, not an n-gram count.
     c4_args = (min words per line, max word length) for the C4 sentence count.
     """
-    out = np.full(NUM_STATS, np.nan)
-    n = len(text)
-    out[STAT_INDEX["num_chars"]] = n
-    if n == 0:
-        return out
-    cp, cls = char_classes(text)
-    counts = class_counts(cls)
-    num_letters = int(counts[LATIN:].sum())
-    visible = n - int(counts[SPACE])  # whitespace is layout, not a symbol (v2)
-    symbols = visible - num_letters - counts[DIGIT] - counts[MARK]
-    out[STAT_INDEX["non_alnum_chars_frac"]] = symbols / visible if visible else 1.0
+    return filter_stats_batch([text], max_chars, c4_args)[0]
+
+
+def filter_stats_batch(
+    texts: list[str], max_chars: int | None = None, c4_args: tuple[int, int] = (5, 1000)
+) -> np.ndarray:
+    """filter_stats of every text: float64 [len(texts), NUM_STATS], the same numbers, computed
+    a batch of ~1M characters at a time (pipeline.clean.segment) instead of one text at a time."""
+    out = np.full((len(texts), NUM_STATS), np.nan)
+    lengths = [len(t) for t in texts]
+    out[:, STAT_INDEX["num_chars"]] = lengths
+    big = [i for i, n in enumerate(lengths) if max_chars is not None and n > max_chars]
+    for i in big:
+        _char_ratios(texts[i], out[i])
+    todo = [i for i, n in enumerate(lengths) if n and not (max_chars is not None and n > max_chars)]
+    for lo, hi in chunks([lengths[i] for i in todo]):
+        idx = todo[lo:hi]
+        out[idx] = _batch_stats([texts[i] for i in idx], c4_args)
+    return out
+
+
+def _char_ratios(text: str, out: np.ndarray) -> None:
+    """The cheap character ratios of one text (the only statistics of a text over max_chars)."""
+    _, cls = char_classes(text)
+    _ratios(len(text), class_counts(cls)[None, :], out[None, :])
+
+
+def _ratios(n: np.ndarray | int, counts: np.ndarray, out: np.ndarray) -> None:
+    num_letters = counts[:, LATIN:].sum(axis=1)
+    visible = n - counts[:, SPACE]  # whitespace is layout, not a symbol (v2)
+    symbols = visible - num_letters - counts[:, DIGIT] - counts[:, MARK]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[:, STAT_INDEX["non_alnum_chars_frac"]] = np.where(visible > 0, symbols / visible, 1.0)
     # an unspaced letter (Han, kana, Thai) carries about what a spaced word and its space do:
     # weighted so, "1998年5月" is as digit-heavy as "in May 1998" (v2)
-    unspaced_letters = int(counts[CJ] + counts[SEA])
-    weighted = n + UNSPACED_CHAR_WEIGHT * unspaced_letters
-    out[STAT_INDEX["digit_chars_frac"]] = counts[DIGIT] / weighted
-    if max_chars is not None and n > max_chars:
-        return out
-    url_chars = 0
-    if "://" in text or "www." in text:
-        url_chars = sum(len(m) for m in _URL_RE.findall(text))
-    out[STAT_INDEX["url_chars_frac"]] = url_chars / n
-    starts, ends = word_spans(cp, cls)
-    dominant = OTHER
-    if num_letters and text.isascii():
-        dominant, out[STAT_INDEX["script_share"]] = LATIN, 1.0
-    elif num_letters:
-        per_script, words = _script_words(cls, starts)
-        dominant = LATIN + int(per_script.argmax())
-        out[STAT_INDEX["script_share"]] = per_script.max() / words
-    out[STAT_INDEX["dominant_script"]] = dominant - LATIN if num_letters else len(SCRIPTS) - 1
-    scale = UNSPACED_NGRAM_SCALE if dominant in UNSPACED else 1
-    _word_stats(text, cp, cls, (starts, ends), scale, out)
-    if dominant in UNSPACED:
-        out[STAT_INDEX["mean_word_length"]] = np.nan  # a character is not a word there
-    stop = GOPHER_STOP_WORDS.get(dominant)
-    if stop is not None:  # distinct stop words present, as Gopher ("at least two of")
-        words = {w.strip(_STRIP) for w in set(text.lower().split())}
-        out[STAT_INDEX["stop_words"]] = sum(w in words for w in stop)
-    _line_stats(text, out, dominant, c4_args, len(starts))
+    weighted = n + UNSPACED_CHAR_WEIGHT * (counts[:, CJ] + counts[:, SEA])
+    out[:, STAT_INDEX["digit_chars_frac"]] = counts[:, DIGIT] / weighted
+
+
+def _batch_stats(texts: list[str], c4_args: tuple[int, int]) -> np.ndarray:
+    """Statistics of non-empty texts, none over max_chars: float64 [len(texts), NUM_STATS]."""
+    d = len(texts)
+    out = np.full((d, NUM_STATS), np.nan)
+    seg = segment(texts)
+    n = seg.doc_ends - seg.doc_starts
+    out[:, STAT_INDEX["num_chars"]] = n
+    counts = seg.class_counts()
+    _ratios(n, counts, out)
+    for i, text in enumerate(texts):
+        url_chars = 0
+        if "://" in text or "www." in text:
+            url_chars = sum(len(m) for m in _URL_RE.findall(text))
+        out[i, STAT_INDEX["url_chars_frac"]] = url_chars / len(text)
+    dominant = _dominant_scripts(seg, counts, out)
+    scale = np.where(np.isin(dominant, UNSPACED), UNSPACED_NGRAM_SCALE, 1)
+    n_tok = np.diff(seg.word_offsets)
+    _batch_word_stats(seg, texts, scale, out)
+    out[np.isin(dominant, UNSPACED), STAT_INDEX["mean_word_length"]] = np.nan
+    for script, stop in GOPHER_STOP_WORDS.items():  # distinct stop words, as Gopher's "2 of"
+        docs = np.flatnonzero(dominant == script)
+        if len(docs):
+            out[docs, STAT_INDEX["stop_words"]] = stop_word_counts(seg, docs, stop, _STRIP)
+    done = line_stats_batch(seg, texts, out, STAT_INDEX, dominant, c4_args)
+    for i in np.flatnonzero(~done).tolist():  # hard-wrapped, labelled or C4-checked texts
+        _line_stats(texts[i], out[i], int(dominant[i]), c4_args, int(n_tok[i]))
     return out
+
+
+def _dominant_scripts(seg: Segments, counts: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """int64 [d]: each text's dominant script class (OTHER without letters); fills
+    script_share and dominant_script. A text whose letters are all of one script is that
+    script's with share 1.0; only mixed texts weigh their words (_script_words)."""
+    letters = counts[:, LATIN:]
+    present = (letters > 0).sum(axis=1)
+    dominant = np.where(present > 0, LATIN + letters.argmax(axis=1), OTHER)
+    out[:, STAT_INDEX["script_share"]] = np.where(present > 0, 1.0, np.nan)
+    for i in np.flatnonzero(present > 1).tolist():
+        a, b = int(seg.doc_starts[i]), int(seg.doc_ends[i])
+        w0, w1 = seg.word_offsets[i], seg.word_offsets[i + 1]
+        per_script, words = _script_words(seg.cls[a:b], seg.word_starts[w0:w1] - a)
+        dominant[i] = LATIN + int(per_script.argmax())
+        out[i, STAT_INDEX["script_share"]] = per_script.max() / words
+    out[:, STAT_INDEX["dominant_script"]] = np.where(
+        present > 0, dominant - LATIN, len(SCRIPTS) - 1
+    )
+    return dominant
+
+
+def _batch_word_stats(seg: Segments, texts: list[str], scale: np.ndarray, out: np.ndarray) -> None:
+    """The word statistics of every text (as _word_stats), from the batch's word arrays."""
+    d = seg.num_docs
+    starts, ends, cls = seg.word_starts, seg.word_ends, seg.cls
+    n_tok = np.diff(seg.word_offsets)
+    doc = seg.word_doc()
+    lengths = ends - starts
+    letter_cum = np.concatenate(([0], np.cumsum(cls >= LATIN)))
+    sym = (cls == PUNCT) | (cls == SYMBOL)
+    punct_cum = np.concatenate(([0], np.cumsum(sym)))
+    pure_cum = np.concatenate(([0], np.cumsum(cls == PUNCT)))
+    tok_letters = letter_cum[ends] - letter_cum[starts]
+    tok_punct = punct_cum[ends] - punct_cum[starts]
+    non_symbol = tok_punct < lengths
+
+    def per_doc(values: np.ndarray) -> np.ndarray:  # exact: integer sums < 2^53
+        return np.bincount(doc, weights=values, minlength=d).astype(np.int64)
+
+    num_words = per_doc(non_symbol)
+    out[:, STAT_INDEX["num_words"]] = num_words
+    has = num_words > 0
+    chars = per_doc(np.where(non_symbol, lengths - tok_punct, 0))
+    out[has, STAT_INDEX["mean_word_length"]] = chars[has] / num_words[has]
+    tok = n_tok > 0
+    marks = np.array([(t.count("#"), t.count("...") + t.count("\u2026")) for t in texts])
+    out[tok, STAT_INDEX["hash_ratio"]] = marks[tok, 0] / n_tok[tok]
+    out[tok, STAT_INDEX["ellipsis_ratio"]] = marks[tok, 1] / n_tok[tok]
+    # v2: a token of punctuation marks only (` , `, ` @-@ ` in tokenised text) is a detached
+    # mark of the word before it, not a word without a letter; symbols (= | $) still count
+    detached = (pure_cum[ends] - pure_cum[starts]) == lengths
+    words = n_tok - per_doc(detached)
+    alpha = per_doc(tok_letters > 0)
+    ok = tok & (words > 0)
+    out[ok, STAT_INDEX["alpha_words_frac"]] = alpha[ok] / words[ok]
+    if tok.any():
+        out[tok, STAT_INDEX["max_word_length"]] = np.maximum.reduceat(
+            lengths, seg.word_offsets[:-1][tok]
+        )
+    top, dup = ngram_stats(
+        seg.word_hashes, seg.word_offsets, lengths, scale, TOP_NGRAMS, DUP_NGRAMS
+    )
+    n = (seg.doc_ends - seg.doc_starts)[:, None]
+    out[:, _NGRAM_COLS] = np.concatenate((top / n, dup / n), axis=1)

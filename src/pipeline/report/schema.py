@@ -22,8 +22,18 @@ _LIMIT = 2**63
 MAX_DEPTH = 32  # levels of nesting; our reports use 5
 _CLUSTER_LABEL = re.compile(r"^\d+(-\d+|\+)?$")  # dedup.cluster.size_histogram: 3, 5-8, 17+
 _EDGES_ONLY = ("doc_tokens_histogram", "fill_histogram")  # drawn from h["edges"]
-_HISTOGRAMS = ("score_histogram", "perplexity_histogram", "coherence_histogram")
-_PER_SOURCE = ("docs_per_source", "sequences_per_source")
+_HISTOGRAMS = (
+    "score_histogram",
+    "perplexity_histogram",
+    "coherence_histogram",
+    "external_histogram",
+)
+_PER_SOURCE = (
+    "docs_per_source",
+    "sequences_per_source",
+    "docs_per_language",
+    "kept_per_language",
+)
 
 
 class _Bad(Exception):

@@ -94,7 +94,31 @@ def _download(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         figs.append(
             _dict_figure("documents per source", st["docs_per_source"], "docs", "what each gave")
         )
+    if isinstance(st.get("mix"), dict) and st["mix"]:
+        figs.append(_mix_figure(st["mix"]))
     return figs
+
+
+def _mix_figure(mix: dict[str, Any]) -> str:
+    """download.sources: documents per source before and after its weight (`wiki × 3`)."""
+    rows = [
+        (str(m.get("shown_as", n)), m.get("docs_before"), m.get("docs_after"))
+        for n, m in mix.items()
+    ]
+    labels = [r[0] for r in rows]
+    before = [float(r[1]) if _is_count(r[1]) else None for r in rows]
+    after = [float(r[2]) if _is_count(r[2]) else None for r in rows]
+    svg = bars(
+        "mix: documents per source before and after",
+        labels,
+        [("before", before, DROPPED), ("after", after, KEPT)],
+    )
+    body = table(["source × weight", "before", "after"], [list(r) for r in rows])
+    return figure(svg, "download.sources: weight > 1 repeats passes, < 1 samples", body)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _histogram_figure(
@@ -152,6 +176,8 @@ def _clean(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
             )
         )
     figs = figs or [_drop_figure("clean", st)]  # no rule failed: in and out still shown
+    if st.get("docs_per_language"):
+        figs.append(_language_figure(st))
     # the rules that decide most first (by documents failing them), then rule order;
     # rules switched off (threshold null) draw nothing
     hists = [(n, h) for n, h in st.get("histograms", {}).items() if h.get("threshold") is not None]
@@ -159,6 +185,28 @@ def _clean(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     for name, h in sorted(hists, key=lambda nh: -fails[nh[0]]):
         figs.append(_histogram_figure(name, h, report))
     return figs
+
+
+def _language_figure(st: dict[str, Any], top: int = 20) -> str:
+    """Documents in and kept per detected language (the `top` most frequent; the rest summed
+    as `other`)."""
+    seen, kept = st["docs_per_language"], st.get("kept_per_language") or {}
+    labels = list(seen)[:top]
+    rest = list(seen)[top:]
+    ins = [seen[k] for k in labels]
+    outs = [kept.get(k, 0) for k in labels]
+    if rest:
+        labels.append(f"other ({len(rest)})")
+        ins.append(sum(seen[k] for k in rest))
+        outs.append(sum(kept.get(k, 0) for k in rest))
+    svg = bars(
+        "clean: documents per language",
+        labels,
+        [("in", ins, ALL_FAILING), ("kept", outs, KEPT)],
+    )
+    rows = [[k, a, b] for k, a, b in zip(labels, ins, outs, strict=True)]
+    caption = "detected language (lang column); kept: after every clean rule"
+    return figure(svg, caption, table(["language", "in", "kept"], rows))
 
 
 def _dedup(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
@@ -266,6 +314,10 @@ def _quality(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
         h = st.get(f"{name}_histogram")
         if h:
             figs.append(_histogram_figure("quality", {**h, "stat": f"{name} score"}, report))
+    h = st.get("external_histogram")
+    if h:  # the user's model: its score, its min_score marked
+        stat = f"external score ({st.get('external', {}).get('kind', '')} model)"
+        figs.append(_histogram_figure("quality", {**h, "stat": stat, "direction": "min"}, report))
     return figs
 
 
@@ -411,6 +463,30 @@ def _pretrain(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     return figs
 
 
+def _line_dedup(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    figs = [_drop_figure("line_dedup", st)]
+    unit, examples = st.get("unit", "line"), st.get("examples") or []
+    if examples:
+        labels = [e["text"][:48] for e in examples]
+        values = [e["docs"] for e in examples]
+        svg = bars(
+            f"most repeated {unit}s: documents holding each", labels, [("", values, DROPPED)]
+        )
+        note = f"each stays in one document; {fmt(st.get(f'{unit}s_removed', 0))} {unit}s removed"
+        rows = [[e["text"], e["docs"]] for e in examples]
+        figs.append(figure(svg, note, table([unit, "docs"], rows)))
+    return figs
+
+
+def _decontaminate(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    figs = [_drop_figure("decontaminate", st)]
+    if st.get("contaminated_docs_by_eval"):
+        caption = f"documents sharing a {st.get('ngram', '')}-gram with each eval file"
+        by_eval = st["contaminated_docs_by_eval"]
+        figs.append(_dict_figure("contaminated documents per eval file", by_eval, "docs", caption))
+    return figs
+
+
 def _generic(st: dict[str, Any], report: dict[str, Any]) -> list[str]:
     fig = _drop_figure("stage", st)
     return [fig] if fig else []
@@ -420,7 +496,9 @@ SECTIONS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
     "download": _download,
     "clean": _clean,
     "dedup": _dedup,
+    "line_dedup": _line_dedup,
     "quality": _quality,
+    "decontaminate": _decontaminate,
     "tokenize": _tokenize,
     "pack": _pack,
     "shard": _shard,

@@ -50,6 +50,11 @@ def input_files(cfg: Any) -> list[Path]:
     from pipeline.sources.files import expand_paths
 
     files: list[Path] = []
+    for f in dataclasses.fields(cfg):  # nested configs (download.sources entries, quality.external)
+        value = getattr(cfg, f.name)
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if dataclasses.is_dataclass(v) and not isinstance(v, type):
+                files += input_files(v)
     for name in input_fields(cfg):
         value = getattr(cfg, name)
         values = value if isinstance(value, (list, tuple)) else [value]

@@ -6,7 +6,7 @@ line below; nothing else in the pipeline lists source names.
 
 from __future__ import annotations
 
-from pipeline.sources import builtin, files, hf, python_docs, toy
+from pipeline.sources import builtin, files, hf, python_docs, toy, warc
 from pipeline.sources.records import Malformed, Record, fix_surrogates
 from pipeline.sources.registry import (
     SOURCES,
@@ -41,3 +41,25 @@ register_source(
 register_source(Source("hf", hf.read_source, hf.ABOUT, kind="remote"))
 register_source(Source("toy", toy.read_source, toy.ABOUT, labelled=True))
 register_source(Source("python_docs", python_docs.read_source, python_docs.ABOUT))
+register_source(
+    Source(
+        "warc",
+        warc.read_warc_source,
+        "WARC / WET files (.gz): Common Crawl; HTML through download.html_extractor",
+        kind="files",
+        needs_path=True,
+        columns=warc.COLUMNS,
+        lenient=True,
+    )
+)
+register_source(
+    Source(
+        "html",
+        warc.read_html_source,
+        "HTML files, one document each, through download.html_extractor",
+        kind="files",
+        needs_path=True,
+        columns=warc.COLUMNS,
+        lenient=True,
+    )
+)

@@ -98,23 +98,34 @@ def _missing_field(text_field: str, obj: dict) -> str:
 
 
 def read_jsonl(
-    paths: list[Path], text_field: str, id_field: str | None, source: str
+    paths: list[Path],
+    text_field: str,
+    id_field: str | None,
+    source: str,
+    url_field: str | None = None,
 ) -> Iterator[Record | Malformed]:
     for path in paths:
         stem = path.name
         for lineno, raw in enumerate(_lines(path), start=1):
             item = parse_jsonl_line(
-                raw, f"{path}:{lineno}", f"{stem}:{lineno}", text_field, id_field, source
+                raw, f"{path}:{lineno}", f"{stem}:{lineno}", text_field, id_field, source, url_field
             )
             if item is not None:
                 yield item
 
 
 def parse_jsonl_line(
-    raw: bytes, where: str, made_id: str, text_field: str, id_field: str | None, source: str
+    raw: bytes,
+    where: str,
+    made_id: str,
+    text_field: str,
+    id_field: str | None,
+    source: str,
+    url_field: str | None = None,
 ) -> Record | Malformed | None:
     """One JSONL line (without its newline): a Record, a Malformed, or None for a blank line.
-    `where` is "file:line" for malformed lines, `made_id` the id of a record without one."""
+    `where` is "file:line" for malformed lines, `made_id` the id of a record without one;
+    `url_field`'s value (a string, else null) goes to the record's `url` column."""
     if not raw.strip():
         return None  # blank lines are not records
     try:
@@ -147,11 +158,19 @@ def parse_jsonl_line(
     text, _ = fix_surrogates(text)
     doc_id = obj.get(id_field) if id_field else None
     doc_id = str(doc_id) if doc_id is not None else made_id
-    return Record(fix_surrogates(doc_id)[0], text, source)
+    if url_field is None:
+        return Record(fix_surrogates(doc_id)[0], text, source)
+    url = obj.get(url_field)
+    url = fix_surrogates(url)[0] if isinstance(url, str) else None
+    return Record(fix_surrogates(doc_id)[0], text, source, columns={"url": url})
 
 
 def read_parquet(
-    paths: list[Path], text_field: str, id_field: str | None, source: str
+    paths: list[Path],
+    text_field: str,
+    id_field: str | None,
+    source: str,
+    url_field: str | None = None,
 ) -> Iterator[Record | Malformed]:
     for path in paths:
         try:
@@ -164,12 +183,19 @@ def read_parquet(
                 str(path),
                 f"no column '{text_field}' (columns: {', '.join(names)}); set download.text_field",
             )
-        cols = [text_field] + ([id_field] if id_field and id_field in names else [])
+        if url_field and url_field not in names:
+            raise DataError(
+                str(path),
+                f"no column '{url_field}' (columns: {', '.join(names)}); set download.url_field",
+            )
+        has_id = bool(id_field and id_field in names)
+        cols = [text_field] + ([id_field] if has_id else []) + ([url_field] if url_field else [])
         row = 0
         for batch in pf.iter_batches(columns=cols, batch_size=4096):
             texts = batch.column(0).to_pylist()
-            ids = batch.column(1).to_pylist() if len(cols) > 1 else [None] * len(texts)
-            for text, doc_id in zip(texts, ids, strict=False):
+            ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
+            links = batch.column(len(cols) - 1).to_pylist() if url_field else None
+            for k, (text, doc_id) in enumerate(zip(texts, ids, strict=False)):
                 row += 1
                 where = f"{path}:row {row}"
                 if not isinstance(text, str):
@@ -181,7 +207,11 @@ def read_parquet(
                     )
                     continue
                 doc_id = str(doc_id) if doc_id is not None else f"{path.name}:{row}"
-                yield Record(doc_id, text, source)
+                if links is None:
+                    yield Record(doc_id, text, source)
+                else:
+                    url = links[k] if isinstance(links[k], str) else None
+                    yield Record(doc_id, text, source, columns={"url": url})
 
 
 def read_text(
@@ -241,13 +271,13 @@ def paths_and_label(cfg: Any) -> tuple[list[Path], str]:
 def read_jsonl_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `jsonl` source: download.path, text_field, id_field."""
     paths, label = paths_and_label(cfg)
-    return read_jsonl(paths, cfg.text_field, cfg.id_field, label)
+    return read_jsonl(paths, cfg.text_field, cfg.id_field, label, cfg.url_field)
 
 
 def read_parquet_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:
     """The registered `parquet` source: download.path, text_field, id_field."""
     paths, label = paths_and_label(cfg)
-    return read_parquet(paths, cfg.text_field, cfg.id_field, label)
+    return read_parquet(paths, cfg.text_field, cfg.id_field, label, cfg.url_field)
 
 
 def read_text_source(cfg: Any, seed: int, progress: bool) -> Iterator[Record | Malformed]:

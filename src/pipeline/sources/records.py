@@ -16,6 +16,7 @@ class Record:
     text: str
     source: str
     label: str | None = None  # only the toy corpus knows what each document is
+    columns: dict[str, str | None] | None = None  # the source's extra columns (Source.columns)
 
 
 @dataclass

@@ -25,6 +25,8 @@ class Source:
     kind: Literal["remote", "offline", "files"] = "offline"  # remote: downloaded once, cached
     needs_path: bool = False  # reads `download.path` (a file, folder or glob): required, checked
     labelled: bool = False  # records carry `label` (written as a column): the toy corpus
+    columns: tuple[str, ...] = ()  # string columns its records carry in Record.columns (web)
+    lenient: bool = False  # malformed records never stop the run (web crawls: some are bad)
 
 
 SOURCES: dict[str, Source] = {}

@@ -8,7 +8,17 @@ into the order (docs/overview.md walks through adding one). Everything that need
 from __future__ import annotations
 
 from pipeline.stage import Stage
-from pipeline.stages import clean, dedup, download, pack, quality, shard, tokenize
+from pipeline.stages import (
+    clean,
+    decontaminate,
+    dedup,
+    download,
+    line_dedup,
+    pack,
+    quality,
+    shard,
+    tokenize,
+)
 
 STAGES: dict[str, Stage] = {}
 
@@ -41,3 +51,5 @@ def unregister_stage(name: str) -> None:
 
 for _stage in (download, clean, dedup, quality, tokenize, pack, shard):
     register_stage(_stage.STAGE)
+register_stage(line_dedup.STAGE, after="dedup")  # boilerplate lines: docs/dedup.md
+register_stage(decontaminate.STAGE, after="quality")  # eval n-grams: docs/dedup.md

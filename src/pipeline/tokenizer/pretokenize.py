@@ -9,7 +9,6 @@ first and never split. Nothing here knows about bytes or merges.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator
 
 import regex
@@ -72,21 +71,3 @@ def chunk_piece(piece: bytes, max_bytes: int) -> Iterator[bytes]:
     """Cut an over-long piece into `max_bytes` slices: training cost stays linear in its length."""
     for start in range(0, len(piece), max_bytes):
         yield piece[start : start + max_bytes]
-
-
-def count_words(
-    texts: Iterable[str], pattern: regex.Pattern, splitter: regex.Pattern | None
-) -> Counter[str]:
-    """How often each piece occurs in `texts`, special tokens excluded (they are never merged)."""
-    counts: Counter[str] = Counter()
-    findall = pattern.findall
-    for text in texts:
-        if not text:
-            continue
-        if splitter is None:
-            counts.update(findall(text))
-            continue
-        for i, seg in enumerate(splitter.split(text)):
-            if i % 2 == 0 and seg:
-                counts.update(findall(seg))
-    return counts

@@ -1,21 +1,30 @@
 """BPE training: merges from word counts with incremental pair counts and a lazy max-heap.
 
-Input is a {piece: count} mapping (see pretokenize.count_words), so the cost of a merge is the
+Input is a {piece: count} mapping (see wordcount.count_words), so the cost of a merge is the
 number of *distinct* words holding the pair, never a pass over the corpus. Ties: the higher
 count wins, then the lexicographically smaller pair of byte strings (left token first), so the
 result depends only on the counts, not on dict or worker order.
+
+The words live end to end in numpy arrays (a symbol per position, linked to its neighbours by
+`nxt`/`prv`; merged-away positions are unlinked), with, for each token, the positions where it
+may still stand (checked when read, so a stale position costs nothing but a gather). A merge
+finds the pair's positions from the shorter of its two tokens' lists, rewrites them, and
+computes the exact change of every pair count around them in a few array operations; only the
+pairs whose counts changed are touched in Python (the count dict and the heap).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from pipeline.tokenizer.pretokenize import chunk_piece
 
 Pair = tuple[int, int]
+_LOW32 = (1 << 32) - 1
 
 
 @dataclass
@@ -28,146 +37,166 @@ class TrainResult:
 
 def words_from_counts(
     counts: Mapping[str, int], max_word_bytes: int
-) -> tuple[list[list[int]], list[int]]:
-    """Distinct byte sequences (as int lists) and their counts; longer pieces are chunked.
-
-    Single-byte words are dropped: they hold no pair. Sorted, so the order is canonical.
-    """
-    merged: dict[bytes, int] = defaultdict(int)
+) -> tuple[list[bytes], list[int], int]:
+    """Each piece's UTF-8 bytes (longer ones cut into `max_word_bytes` chunks) with its count,
+    and the number of distinct byte strings among them. Single-byte words are dropped: they
+    hold no pair. Chunks of different pieces may repeat: pair counts just add up."""
+    raws: list[bytes] = []
+    ns: list[int] = []
+    chunked = False
     for piece, n in counts.items():
         raw = piece.encode("utf-8", "surrogatepass")
         if len(raw) <= max_word_bytes:
-            merged[raw] += n
+            if len(raw) > 1:
+                raws.append(raw)
+                ns.append(n)
+            continue
+        chunked = True
+        for chunk in chunk_piece(raw, max_word_bytes):
+            if len(chunk) > 1:
+                raws.append(chunk)
+                ns.append(n)
+    # distinct str pieces have distinct bytes; only chunks can repeat
+    return raws, ns, len(set(raws)) if chunked else len(raws)
+
+
+class _Words:
+    """All words end to end: sym[p] is the token at position p, nxt/prv link the live positions
+    of a word; END (= the number of positions) is a sentinel with symbol -1 that ends every
+    word on both sides. A merged-away position gets symbol -2 and is never linked again."""
+
+    def __init__(self, raws: list[bytes], ns: list[int]):
+        lens = np.fromiter(map(len, raws), np.int64, len(raws))
+        n = int(lens.sum())
+        self.end = end = n
+        idx = np.int64 if n >= (1 << 31) - 2 else np.int32
+        self.sym = np.empty(n + 1, np.int32)
+        self.sym[:n] = np.frombuffer(b"".join(raws), np.uint8)
+        self.sym[n] = -1
+        last = np.cumsum(lens) - 1
+        self.nxt = np.arange(1, n + 2, dtype=idx)
+        self.nxt[last] = end
+        self.prv = np.arange(-1, n, dtype=idx)
+        self.prv[last[:-1] + 1] = end
+        if n:
+            self.prv[0] = end
+        self.count = np.zeros(n + 1, np.int64)  # the count of the word holding each position
+        self.count[:n] = np.repeat(np.array(ns, np.int64), lens)
+        self.mark = np.zeros(n + 1, bool)  # scratch, all False between merges
+        order = np.argsort(self.sym[:n], kind="stable").astype(idx)
+        per = np.bincount(self.sym[:n], minlength=256)
+        cut = np.cumsum(per)
+        self.where: dict[int, np.ndarray] = {
+            t: order[cut[t] - per[t] : cut[t]] for t in np.flatnonzero(per).tolist()
+        }
+
+    def initial_counts(self) -> dict[int, int]:
+        starts = np.flatnonzero(self.nxt[: self.end] != self.end)
+        keys = (self.sym[starts].astype(np.int64) << 32) | self.sym[self.nxt[starts]]
+        return _summed(keys, self.count[starts])
+
+    def merge(self, a: int, b: int, new: int) -> dict[int, int]:
+        """Replace every (a, b), left to right in each word, by `new`; returns the change of
+        each pair count other than (a, b)'s, which drops to zero (key -> delta, zeros left
+        out)."""
+        sym, nxt, prv, end = self.sym, self.nxt, self.prv, self.end
+        pa, pb = self.where.get(a), self.where.get(b)
+        if pa is None or pb is None:
+            return {}
+        if len(pa) <= len(pb):
+            pa = self.where[a] = pa[sym[pa] == a]
+            at = pa[sym[nxt[pa]] == b]
         else:
-            for chunk in chunk_piece(raw, max_word_bytes):
-                merged[chunk] += n
-    keys = sorted(k for k in merged if len(k) > 1)
-    return [list(k) for k in keys], [merged[k] for k in keys]
+            pb = self.where[b] = pb[sym[pb] == b]
+            left = prv[pb]
+            at = left[sym[left] == a]
+        if a == b and len(at) > 1:  # runs "a a a": take every other pair, from the left
+            chained = np.zeros(len(at), bool)
+            chained[1:] = nxt[at[:-1]] == at[1:]
+            if chained.any():
+                i = np.arange(len(at))
+                run = np.maximum.accumulate(np.where(chained, 0, i))
+                at = at[(i - run) % 2 == 0]
+        if not len(at):
+            return {}
+        right = nxt[at]  # the b of each merge: unlinked below
+        after = nxt[right]
+        before = prv[at]
+        count = self.count[at]
+        # Around each merge (before, a) and (b, after) go, (before', new) and (new, after)
+        # come. In "a b a b" the after of one merge is the next merge's a: its (b, a) is that
+        # merge's (before, a) too, and its (new, new) that merge's (before', new), so pairs
+        # on the after side are counted only when `after` is not merged itself.
+        has_before = before != end
+        mark = self.mark
+        mark[at] = True
+        has_after = (after != end) & ~mark[after]
+        mark[at] = False
+        sb, sa = sym[before[has_before]].astype(np.int64), sym[after[has_after]].astype(np.int64)
+        cb, ca = count[has_before], count[has_after]
+        sym[at] = new
+        sym[right] = -2
+        nxt[at] = after
+        prv[after] = at  # prv[end] gets junk, never read
+        nb = sym[prv[at[has_before]]].astype(np.int64)  # `new` where the merge before is chained
+        keys = np.concatenate([sb << 32 | a, (b << 32) | sa, nb << 32 | new, (new << 32) | sa])
+        self.where[new] = at
+        return _summed(keys, np.concatenate([-cb, -ca, cb, ca]))
 
 
-def _initial_pairs(
-    words: list[list[int]], counts: list[int]
-) -> tuple[dict[Pair, int], dict[Pair, set[int]]]:
-    pair_counts: dict[Pair, int] = defaultdict(int)
-    where: dict[Pair, set[int]] = defaultdict(set)
-    for wi, w in enumerate(words):
-        c = counts[wi]
-        for p in zip(w, w[1:], strict=False):
-            pair_counts[p] += c
-            where[p].add(wi)
-    return pair_counts, where
-
-
-def _merge_word(
-    w: list[int], a: int, b: int, new: int, c: int, delta: dict[Pair, int], added: list[Pair]
-) -> list[int] | None:
-    """`w` with every left-to-right (a, b) replaced by `new`, or None if it holds no (a, b).
-
-    Adds the pair-count changes (times the word's count c) to `delta`: around each merge the
-    pairs (left, a) and (b, right) disappear and (left, new), (new, right) appear (the latter
-    also go to `added`). Chained merges ("a b a b") correct themselves: the second merge's left
-    is `new`, which undoes the (new, a) the first one added.
-    """
-    n = len(w)
-    if n == 2:  # common: the whole word is the pair, no neighbours
-        return [new] if w[0] == a and w[1] == b else None
-    left_a = w.count(a)  # occurrences of a not yet looked at: index() below never raises
-    out: list[int] = []
-    i = 0
-    found = False
-    index = w.index
-    while left_a:
-        j = index(a, i)
-        left_a -= 1
-        if j + 1 < n and w[j + 1] == b:
-            if a == b:
-                left_a -= 1  # the b just consumed was an a too
-            out.extend(w[i:j])
-            if out:
-                left = out[-1]
-                delta[(left, a)] -= c
-                delta[(left, new)] += c
-                added.append((left, new))
-            if j + 2 < n:
-                right = w[j + 2]
-                delta[(b, right)] -= c
-                delta[(new, right)] += c
-                added.append((new, right))
-            out.append(new)
-            i = j + 2
-            found = True
-        else:
-            out.extend(w[i : j + 1])
-            i = j + 1
-    if not found:
-        return None
-    out.extend(w[i:])
-    return out
+def _summed(keys: np.ndarray, weights: np.ndarray) -> dict[int, int]:
+    """{key: sum of its weights} over equal keys, zero sums left out."""
+    if not len(keys):
+        return {}
+    order = np.argsort(keys, kind="stable")
+    keys, weights = keys[order], weights[order]
+    first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    sums = np.add.reduceat(weights, first)
+    live = sums != 0
+    return dict(zip(keys[first][live].tolist(), sums[live].tolist(), strict=True))
 
 
 def train_bpe(
     counts: Mapping[str, int], num_merges: int, min_frequency: int = 2, max_word_bytes: int = 256
 ) -> TrainResult:
     """Learn up to `num_merges` merges from piece counts; stops early if pairs run out."""
-    words, wcounts = words_from_counts(counts, max_word_bytes)
+    raws, ns, num_words = words_from_counts(counts, max_word_bytes)
     vocab = [bytes([i]) for i in range(256)]
-    pair_counts, where = _initial_pairs(words, wcounts)
+    words = _Words(raws, ns)
+    pair_counts = words.initial_counts()
     # max-heap via negated counts; stale entries are refreshed when popped (lazy deletion).
-    # Invariant: every live pair has an entry whose count >= its true count.
-    heap = [(-c, vocab[a], vocab[b], a, b) for (a, b), c in pair_counts.items()]
+    # Invariant: every live pair has an entry whose count >= its true count. A key
+    # left << 32 | right orders as (left, right) does, so ties end as they did with tuples.
+    heap = [(-c, vocab[k >> 32], vocab[k & _LOW32], k) for k, c in pair_counts.items()]
     heapq.heapify(heap)
     merges: list[Pair] = []
     stop = "vocab_size"
+    pop, push = heapq.heappop, heapq.heappush
+    get = pair_counts.get
     while len(merges) < num_merges:
         if not heap:
             stop = "no_pairs"
             break
-        negc, _, _, a, b = heapq.heappop(heap)
-        cur = pair_counts.get((a, b), 0)
+        negc, _, _, key = pop(heap)
+        cur = get(key, 0)
         if -negc != cur:
             if cur > 0:
-                heapq.heappush(heap, (-cur, vocab[a], vocab[b], a, b))
+                push(heap, (-cur, vocab[key >> 32], vocab[key & _LOW32], key))
             continue
         if cur < min_frequency:
             stop = "min_frequency"
             break
+        a, b = key >> 32, key & _LOW32
         new = len(vocab)
         vocab.append(vocab[a] + vocab[b])
         merges.append((a, b))
-        _apply_merge(a, b, new, words, wcounts, pair_counts, where, heap, vocab)
-    return TrainResult(merges, vocab, stop, len(words))
-
-
-def _apply_merge(
-    a: int,
-    b: int,
-    new: int,
-    words: list[list[int]],
-    wcounts: list[int],
-    pair_counts: dict[Pair, int],
-    where: dict[Pair, set[int]],
-    heap: list,
-    vocab: list[bytes],
-) -> None:
-    delta: dict[Pair, int] = defaultdict(int)
-    added: list[Pair] = []
-    for wi in where.pop((a, b), ()):  # order is irrelevant: deltas add up
-        # None: a stale index, an earlier merge already consumed the pair in this word
-        merged = _merge_word(words[wi], a, b, new, wcounts[wi], delta, added)
-        if merged is not None:
-            words[wi] = merged
-            for p in added:
-                where[p].add(wi)
-        added.clear()
-    pair_counts.pop((a, b), None)
-    push = heapq.heappush
-    for p, d in delta.items():
-        if d == 0 or p == (a, b):
-            continue
-        cnt = pair_counts.get(p, 0) + d
-        if cnt <= 0:
-            pair_counts.pop(p, None)
-            continue
-        pair_counts[p] = cnt
-        if d > 0:
-            push(heap, (-cnt, vocab[p[0]], vocab[p[1]], p[0], p[1]))
+        for k, d in words.merge(a, b, new).items():
+            cnt = get(k, 0) + d
+            if cnt <= 0:
+                pair_counts.pop(k, None)
+                continue
+            pair_counts[k] = cnt
+            if d > 0:
+                push(heap, (-cnt, vocab[k >> 32], vocab[k & _LOW32], k))
+        pair_counts.pop(key, None)
+    return TrainResult(merges, vocab, stop, num_words)

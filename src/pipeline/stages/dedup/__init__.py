@@ -31,11 +31,13 @@ from pipeline.dedup.minhash import minhash_shingles, sets_of_rows, text_shingles
 from pipeline.errors import DataError
 from pipeline.io import save_npy
 from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.permute import splitmix64
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.dedup import files, reduce
 from pipeline.stages.dedup.config import DedupConfig
 from pipeline.stages.dedup.measured import log_measured, measure_payload, measured_stats
 from pipeline.stages.dedup.verify import PartRows
+from pipeline.stages.download.mix import COPY_COLUMN
 
 REASONS = {cl.EXACT_DUP: "exact_dup", cl.NEAR_DUP: "near_dup"}
 EXAMPLE_DOCS = 5  # documents shown per example cluster
@@ -76,6 +78,16 @@ class SketchPart:
     first: int
 
 
+def copy_salts(table: pa.Table) -> np.ndarray:
+    """uint64 [n]: 0 for a document's first pass in a download.sources mix, else a hash of its
+    pass (`mix_copy`). XORed into the exact keys and MinHash values, it makes each pass its own
+    corpus: a copy the mix asked for is never an exact or near duplicate of another pass, and
+    duplicates within a pass are found as in the first (stages/download/mix.py)."""
+    copy = table.column(COPY_COLUMN).to_numpy(zero_copy_only=False)
+    copy = np.nan_to_num(copy.astype(np.float64)).astype(np.uint64)  # null (no mix): pass 0
+    return np.where(copy > 0, splitmix64(copy), np.uint64(0))
+
+
 def _sketch_part(
     item: SketchPart,
     cfg: DedupConfig,
@@ -93,6 +105,7 @@ def _sketch_part(
     index, path, first = item.index, item.path, item.first
     columns = ["text"] + (["quality"] if cfg.keep == "quality" else [])
     names = pq.ParquetFile(path).schema_arrow.names
+    columns += [COPY_COLUMN] if COPY_COLUMN in names else []
     for col in columns:
         if col not in names:
             hint = " (keep: quality needs an input `quality` column)" if col == "quality" else ""
@@ -102,17 +115,21 @@ def _sketch_part(
         raise DataError(str(path), f"{table.column('text').null_count} rows have a null text")
     texts = table.column("text").to_pylist()
     out: dict[str, Any] = {"num_docs": len(texts), "num_empty": 0}
+    salt = copy_salts(table) if COPY_COLUMN in columns else None
     if cfg.keep == "longest":
         files.save(work_dir, "score", index, np.fromiter(map(len, texts), np.int32, len(texts)))
     if cfg.keep == "quality":
         q = table.column("quality").to_numpy(zero_copy_only=False).astype(np.float32)
         files.save(work_dir, "score", index, np.where(np.isnan(q), -np.inf, q).astype(np.float32))
+    keys = exact.exact_keys(texts) if cfg.exact != "off" else None
+    if keys is not None and salt is not None:
+        keys ^= salt[:, None]
     if cfg.exact == "hash_set":
-        rows, bounds = exact.bucket_rows(exact.exact_keys(texts), first, bits)
+        rows, bounds = exact.bucket_rows(keys, first, bits)
         files.save(work_dir, "keys", index, rows)
         files.save(work_dir, "keybounds", index, bounds)
     elif cfg.exact == "bloom":
-        files.save(work_dir, "keys", index, exact.exact_keys(texts))
+        files.save(work_dir, "keys", index, keys)
     if cfg.near:
         t0 = time.process_time()
         held = np.zeros(len(texts), bool)
@@ -129,9 +146,14 @@ def _sketch_part(
             spent += time.process_time() - t0
         sig = np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint32)
         empty = cl.no_shingles(sig)
+        if salt is not None:  # after `empty`: a salted row must not look shingle-less
+            sig ^= (salt & np.uint64(0xFFFFFFFF)).astype(np.uint32)[:, None]
         if recall_k:
             t0 = time.process_time()
-            out["recall"] = _recall_candidates(first, rkeys, held, held_sets, empty, recall_k)
+            # a mix's copies stay out of the recall sample: a document and its own copy are
+            # never merged (each pass is its own corpus), which the sample would count as missed
+            skip = empty if salt is None else empty | (salt != 0)
+            out["recall"] = _recall_candidates(first, rkeys, held, held_sets, skip, recall_k)
             out["measure_cpu_seconds"] = spent + time.process_time() - t0
         files.save(work_dir, "empty", index, empty)
         out["num_empty"] = int(empty.sum())

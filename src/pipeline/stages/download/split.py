@@ -44,6 +44,7 @@ BATCH_ROWS = 2048  # records per batch appended to a temp file (bounds a reading
 TEMP_DIR = ".ranges"  # temp Arrow files of pass 1, removed at the end
 
 GOOD_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
+URL_SCHEMA = GOOD_SCHEMA.append(pa.field("url", pa.string()))  # with download.url_field
 BAD_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("reason", pa.string())])
 
 
@@ -54,6 +55,12 @@ class Parse:
     text_field: str
     id_field: str | None
     source: str
+    url_field: str | None = None  # kept as the `url` column
+
+    @property
+    def columns(self) -> dict[str, pa.DataType]:
+        """The parts' columns after id, text, source."""
+        return {"url": pa.string()} if self.url_field else {}
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,9 @@ def items(span: Span, parse: Parse):
     """The range's records and malformed lines in order, numbered as the serial reader does."""
     path = Path(span.rng.path)
     name = path.name
-    tf, idf, src = parse.text_field, parse.id_field, parse.source
+    tf, idf, src, uf = parse.text_field, parse.id_field, parse.source, parse.url_field
     for lineno, raw in enumerate(range_lines(span.rng), start=span.first_line):
-        item = parse_jsonl_line(raw, f"{path}:{lineno}", f"{name}:{lineno}", tf, idf, src)
+        item = parse_jsonl_line(raw, f"{path}:{lineno}", f"{name}:{lineno}", tf, idf, src, uf)
         if item is not None:
             yield item
 
@@ -116,9 +123,20 @@ class RangeStats:
 # ---------------------------------------------------------------- parts (both paths)
 
 
-def write_part(out_dir: Path, index: int, recs: list[Record], labelled: bool) -> tuple[str, int]:
-    """Part `index` of the records (the serial writer's code too); (its name, text bytes)."""
+def write_part(
+    out_dir: Path,
+    index: int,
+    recs: list[Record],
+    labelled: bool,
+    columns: dict[str, pa.DataType] | None = None,
+) -> tuple[str, int]:
+    """Part `index` of the records (the serial writer's code too); (its name, text bytes).
+    `columns`: the extra columns (name -> type) taken from each Record.columns (null if absent)."""
     labels = [r.label for r in recs] if labelled else None
+    extra = {
+        name: pa.array([(r.columns or {}).get(name) for r in recs], tp)
+        for name, tp in (columns or {}).items()
+    }
     return write_docs(
         out_dir,
         index,
@@ -126,6 +144,7 @@ def write_part(out_dir: Path, index: int, recs: list[Record], labelled: bool) ->
         [r.text for r in recs],
         [r.source for r in recs],
         labels,
+        **extra,
     )
 
 
@@ -136,8 +155,10 @@ def write_docs(
     texts: list[str],
     sources: list[str],
     labels: list[str | None] | None = None,
+    **columns: pa.Array,
 ) -> tuple[str, int]:
     extra = {"label": pa.array(labels, pa.string())} if labels is not None else {}
+    extra.update(columns)
     rel = part_name(index)
     write_table(out_dir / rel, docs_table(ids, texts, sources, **extra))
     return rel, text_bytes(texts)
@@ -170,6 +191,9 @@ def count_newlines(rng: ByteRange) -> int:
 # ---------------------------------------------------------------- pass 1: read
 
 
+_NO_VALUE = object()  # _Sink.add's third value when the schema has two columns
+
+
 class _Sink:
     """Appends rows to a temp Arrow IPC file in batches; created on the first row."""
 
@@ -180,11 +204,11 @@ class _Sink:
         self._tmp: Path | None = None
         self._writer: Any = None
 
-    def add(self, a: str, b: str, c: str | None = None) -> None:
+    def add(self, a: str, b: str, c: str | None | object = _NO_VALUE) -> None:
         cols = self.cols  # called per record: no zip, no *args
         cols[0].append(a)
         cols[1].append(b)
-        if c is not None:
+        if c is not _NO_VALUE:
             cols[2].append(c)
         self.rows += 1
         if len(cols[0]) >= BATCH_ROWS:
@@ -228,12 +252,15 @@ def read_range(job: RangeJob, out_dir: str, parse: Parse) -> dict[str, Any]:
     index, span = job.index, job.span
     out = Path(out_dir)
     good_rel, bad_rel = f"{TEMP_DIR}/{index:06d}-good.arrow", f"{TEMP_DIR}/{index:06d}-bad.arrow"
-    good, bad = _Sink(out / good_rel, GOOD_SCHEMA), _Sink(out / bad_rel, BAD_SCHEMA)
+    schema = URL_SCHEMA if parse.url_field else GOOD_SCHEMA
+    good, bad = _Sink(out / good_rel, schema), _Sink(out / bad_rel, BAD_SCHEMA)
     stats = RangeStats()
     for item in items(span, parse):
         stats.add(item)
         if isinstance(item, Malformed):
             bad.add(item.where, item.raw, item.reason)
+        elif parse.url_field:
+            good.add(item.id, item.text, (item.columns or {}).get("url"))
         else:
             good.add(item.id, item.text)
     outputs = [rel for rel, sink in ((good_rel, good), (bad_rel, bad)) if sink.close()]
@@ -270,12 +297,13 @@ def _rows(out: Path, slices: list[RowSlice], columns: list[str]) -> list[list]:
     return cols
 
 
-def gather_part(job: GatherJob, out_dir: str, source: str):
+def gather_part(job: GatherJob, out_dir: str, source: str, extra: tuple[str, ...] = ()):
     """Part `index` from slices (temp file, first row, rows) of pass 1's record files. Built
-    from the Arrow columns directly (no Python strings): the same table, the same bytes."""
+    from the Arrow columns directly (no Python strings): the same table, the same bytes.
+    `extra`: string columns after id, text, source (url; a web file's date, content_type)."""
     index, slices = job.index, job.slices
     out = Path(out_dir)
-    chunks: dict[str, list[pa.Array]] = {"id": [], "text": []}
+    chunks: dict[str, list[pa.Array]] = {"id": [], "text": [], **{c: [] for c in extra}}
     maps = [pa.memory_map(str(out / s.file)) for s in slices]
     try:
         for src, s in zip(maps, slices, strict=True):
@@ -286,9 +314,9 @@ def gather_part(job: GatherJob, out_dir: str, source: str):
     finally:
         for src in maps:
             src.close()
-    table = pa.table(
-        {"id": ids, "text": texts, "source": pa.array([source] * len(ids), pa.string())}
-    )
+    cols = {"id": ids, "text": texts, "source": pa.array([source] * len(ids), pa.string())}
+    cols.update({c: pa.concat_arrays(chunks[c]) for c in extra})
+    table = pa.table(cols)
     rel = part_name(index)
     write_table(out / rel, table)
     nbytes = pc.sum(pc.binary_length(texts)).as_py() or 0  # = text_bytes: valid UTF-8 here
@@ -346,12 +374,12 @@ def write_single(span: Span, out_dir: str, size: int, parse: Parse) -> dict[str,
             continue
         buf.append(item)
         if len(buf) == size:
-            rel, nbytes = write_part(out, parts, buf, False)
+            rel, nbytes = write_part(out, parts, buf, False, parse.columns)
             outputs.append(rel)
             stats.bytes_out += nbytes
             parts, buf = parts + 1, []
     if buf:
-        rel, nbytes = write_part(out, parts, buf, False)
+        rel, nbytes = write_part(out, parts, buf, False, parse.columns)
         outputs.append(rel)
         stats.bytes_out += nbytes
     if bad:
@@ -404,7 +432,9 @@ def read_split(
         stats.merge(r["stats"])
     bad = stats.docs_in - stats.docs_out
     check(stats.docs_in, bad, _first(stats))
-    fn = functools.partial(gather_part, out_dir=str(out_dir), source=parse.source)
+    fn = functools.partial(
+        gather_part, out_dir=str(out_dir), source=parse.source, extra=tuple(parse.columns)
+    )
     parts = executor.map(fn, slice_jobs(good_files, stats.docs_out, size), "download write")
     stats.bytes_out = sum(p["bytes"] for p in parts)
     outputs = [o for p in parts for o in p["outputs"]]

@@ -36,7 +36,7 @@ from pipeline.quality.features import (
 from pipeline.quality.logreg import Model, model_bytes, roc_auc
 from pipeline.quality.ngram import char_script_share
 from pipeline.stage import Stage, StageContext, StageResult
-from pipeline.stages.quality import classifier, lm, partcols, parttasks, write
+from pipeline.stages.quality import classifier, external, lm, partcols, parttasks, write
 from pipeline.stages.quality.config import QualityConfig
 
 MODEL_FILE = "model.npz"
@@ -195,6 +195,9 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         fn = functools.partial(_score_part, model=model, max_chars=cfg.max_chars, folder=folder)
         ctx.executor.map(fn, _scan_items(parts), desc="quality score")
         names += ["classifier", "mean"]
+    if cfg.external.model_path is not None:
+        external.score_all(ctx, cfg.external, parts, cfg.max_chars, folder)
+        names.append("external")
     used = cfg.score if cfg.score in names else "heuristic"  # no model: heuristic fallback
     plan = parttasks.Plan(folder, used, lm_ran)
     return _Scored(offsets, n_ok, has_labels, names, plan, model, info, lm_sizes, lm_info)
@@ -239,6 +242,8 @@ def _write(
         sc.lm is not None,
         cfg.perplexity_buckets,
         sc.model is not None,
+        "external" in sc.names,
+        cfg.external.min_score,
     )
     picks = parttasks.decile_picks(ctx.executor, sc.plan, len(parts), sc.n_ok)
     items = [write.WritePart(i, p, rule_args[i], picks[i], cuts) for i, p in enumerate(parts)]
@@ -313,6 +318,10 @@ def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path)
         ],
         "classifier": sc.info,
     }
+    if "external" in sc.names:
+        mean = round(sums["external_sum"] / sums["ok"], 4) if sums["ok"] else None
+        hist = write.histogram(sums["hists"]["external"], cfg.external.min_score)
+        stats_out.update(external.report(cfg.external, hist, sums["ok"], mean))
     for key in ("status", "holdout_agreement"):  # flat copies for `pipeline report`'s table
         if key in sc.info:
             stats_out[f"classifier_{key}"] = sc.info[key]

@@ -3,14 +3,54 @@ steps (pipeline.stages.quality.classifier, .lm) can name them without importing 
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pipeline.config import bounded, input_path, option
 from pipeline.errors import RecipeError
 from pipeline.quality import reference as refmod
 from pipeline.quality.features import DEFAULT_BIAS, DEFAULT_WEIGHTS, STAT_NAMES
+
+
+@dataclass(frozen=True)
+class ExternalConfig:
+    """`quality.external:` a user's own quality model (docs/quality.md, External models)."""
+
+    RECIPE_SECTION: ClassVar[str] = "quality.external"
+
+    kind: Literal["fasttext", "linear"] = option(
+        "fasttext", "fasttext: a supervised .bin/.ftz (the `fasttext` extra); linear: our JSON"
+    )
+    model_path: str | None = option(None, "the model file; null: no external score")
+    label: str | None = option(
+        None, "fasttext: the label whose probability is the score (`__label__hq` or `hq`)"
+    )
+    min_score: float | None = bounded(
+        None, ge=0.0, le=1.0, doc="drop documents scoring below this; null: score only"
+    )
+
+    def validate(self, path: str) -> None:
+        if self.model_path is None:
+            for key in ("label", "min_score"):
+                if getattr(self, key) is not None:
+                    raise RecipeError(f"{path}.model_path", f"is null, so {key} has no model")
+            return
+        if not Path(self.model_path).is_file():
+            raise RecipeError(f"{path}.model_path", f"file {self.model_path!r} not found")
+        if self.kind == "linear" and self.label is not None:
+            raise RecipeError(f"{path}.label", "only for kind fasttext (a linear model has one)")
+        if self.kind == "fasttext":
+            if not self.label:
+                raise RecipeError(
+                    f"{path}.label", "kind fasttext needs the label to score, e.g. __label__hq"
+                )
+            if importlib.util.find_spec("fasttext") is None:
+                raise RecipeError(
+                    f"{path}.kind",
+                    "fasttext needs the fasttext extra: pip install 'pipeline[fasttext]'",
+                )
 
 
 def _weights() -> dict[str, float]:
@@ -19,9 +59,10 @@ def _weights() -> dict[str, float]:
 
 @dataclass(frozen=True)
 class QualityConfig:
-    score: Literal["combined", "coherence", "heuristic", "classifier", "mean"] = option(
+    score: Literal["combined", "coherence", "heuristic", "classifier", "mean", "external"] = option(
         "combined",
-        "combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier",
+        "combined = min(heuristic, coherence); classifier/mean: the pseudo-label classifier; "
+        "external: quality.external's model",
     )
     reference: str = input_path(
         "self", doc="LM reference: self | a builtin corpus | a .jsonl/.parquet/.txt file"
@@ -92,6 +133,9 @@ class QualityConfig:
     max_chars: int = bounded(
         100_000, ge=100, doc="statistics and features read this many chars/doc"
     )
+    external: ExternalConfig = option(
+        factory=ExternalConfig, doc="a user's own model: its score column, histogram, filter"
+    )
 
     def validate(self, path: str) -> None:
         if self.pseudo_bad_below > self.pseudo_good_above:
@@ -109,6 +153,10 @@ class QualityConfig:
         why = refmod.check(self.reference)
         if why:
             raise RecipeError(f"{path}.reference", why)
+        if self.score == "external" and self.external.model_path is None:
+            raise RecipeError(
+                f"{path}.score", "external needs quality.external.model_path (the model)"
+            )
         if self.model_path and self.score not in ("classifier", "mean"):
             raise RecipeError(
                 f"{path}.model_path",

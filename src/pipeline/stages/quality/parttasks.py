@@ -61,6 +61,8 @@ def part_scores(cols: dict[str, np.ndarray], plan: Plan) -> dict[str, np.ndarray
     if "classifier" in cols:
         scores["classifier"] = cols["classifier"]
         scores["mean"] = (cols["classifier"] + heur) / 2.0
+    if "external" in cols:  # quality.external's model (stages/quality/external.py)
+        scores["external"] = cols["external"]
     return scores
 
 

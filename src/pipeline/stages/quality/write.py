@@ -21,7 +21,8 @@ from pipeline.parts import read_table, write_kept_and_rejected
 from pipeline.quality import rank
 from pipeline.stages.quality import lm, partcols, parttasks
 
-REASONS = ("low_quality", "no_words", "high_perplexity")  # why a row was dropped, by code
+# why a row was dropped, by code
+REASONS = ("low_quality", "no_words", "high_perplexity", "low_external_score")
 HIST_BINS = 20  # score histograms: 20 bins over [0, 1]
 
 
@@ -37,6 +38,8 @@ class WriteSpec:
     lm: bool  # the LM scored: write its columns, report per script
     buckets: bool  # add lm_bucket
     classifier: bool  # write quality_classifier
+    external: bool = False  # write quality_external (quality.external's model scored)
+    external_min_score: float | None = None  # drop below this external score
 
 
 def part_keep(spec: WriteSpec, final: np.ndarray, ok: np.ndarray, rule_arg: Any) -> np.ndarray:
@@ -85,6 +88,10 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
         high = ok & keep & (cols["perplexity"] > spec.max_perplexity)
         keep &= ~high
         reason[high] = 2
+    if spec.external and spec.external_min_score is not None:
+        low = ok & keep & (cols["external"] < spec.external_min_score)
+        keep &= ~low
+        reason[low] = 3
     columns: dict[str, np.ndarray] = {"quality_heuristic": cols["heuristic"]}
     if spec.lm:
         columns["quality_coherence"] = cols["coherence"]  # NaN: no LM for the script
@@ -94,6 +101,8 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
             columns["lm_bucket"] = lm.assign_buckets(cols["perplexity"], cols["script"], cuts)
     if spec.classifier:
         columns["quality_classifier"] = cols["classifier"]
+    if spec.external:
+        columns["quality_external"] = cols["external"]
     table = read_table(path)
     for name in ("quality", "reasons", *columns):  # a re-scored input: replace, never duplicate
         if name in table.column_names:
@@ -108,6 +117,8 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
     outputs, counts = write_kept_and_rejected(out_dir, index, table, keep, reasons)
     # every reason reported, even at 0
     counts.dropped = {"high_perplexity": 0, "low_quality": 0, "no_words": 0, **counts.dropped}
+    if spec.external:
+        counts.dropped = {"low_external_score": 0, **counts.dropped}
     examples = {}
     if picks:
         keys = rank.sort_key(final, descending=False)
@@ -119,11 +130,15 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
     hists = {"score": _hist(final[ok]), "heuristic": _hist(cols["heuristic"][ok])}
     if "coherence" in scores:
         hists["coherence"] = _hist(scores["coherence"][ok])
+    if spec.external:
+        hists["external"] = _hist(cols["external"][ok])
     summary: dict[str, Any] = {
         "ok": int(ok.sum()),
         "sum": math.fsum(final[ok].tolist()),
         "hists": hists,
     }
+    if spec.external:
+        summary["external_sum"] = math.fsum(cols["external"][ok].tolist())
     if spec.lm:
         summary["perplexity"] = lm.perplexity_counts(cols["perplexity"][ok])
         summary["per_script"] = lm.per_script_counts(cols, keep)
@@ -150,4 +165,6 @@ def sum_summaries(written: list[dict]) -> dict:
     for key in ("perplexity", "per_script"):
         if key in got[0]:
             out[key] = np.sum([g[key] for g in got], axis=0)
+    if "external_sum" in got[0]:
+        out["external_sum"] = math.fsum(g["external_sum"] for g in got)
     return out

@@ -32,6 +32,7 @@ from pipeline.shards import (
 )
 from pipeline.shuffle import ShuffleStats
 from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stages.download.mix import MIX_FILE
 from pipeline.stages.shard.bounded import (
     SELECT_DIR,
     gather_shard,
@@ -210,7 +211,9 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
     for sub, order, shuffled in (("train", train_order, True), ("eval", evals, False)):
         written = _write_split(ctx, sub, order, cfg, str_parts, part_of, row_of)
         per_source = _per_source(names, codes[order])
-        meta = _metadata(pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source)
+        meta = _metadata(
+            pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source, _read_mix(ctx)
+        )
         write_metadata(ctx.out_dir / sub, meta)
         outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
         stats[f"sequences_{sub}"] = len(order)
@@ -256,7 +259,9 @@ def _run_bounded(
     for sub, shuffled in (("train", True), ("eval", False)):
         written, src = res[sub]
         per_source = {s: int(c) for s, c in zip(names, src, strict=True) if c}
-        meta = _metadata(pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source)
+        meta = _metadata(
+            pack_meta, cfg, written, shuffled, perm_seed, ctx.seed, per_source, _read_mix(ctx)
+        )
         write_metadata(ctx.out_dir / sub, meta)
         outputs += [f"{sub}/{w[0]}" for w in written] + [f"{sub}/{METADATA_NAME}"]
         sizes[sub] = sum(w[1] for w in written)
@@ -299,7 +304,9 @@ def _metadata(
     perm_seed: int,
     subsample_seed: int,
     per_source: dict[str, int],
+    mix: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """metadata.json of one split; `mix`: download.sources as realised (download's mix.json)."""
     return {
         "num_samples": sum(per_source.values()),
         "seq_len": pack_meta["seq_len"],
@@ -323,8 +330,25 @@ def _metadata(
         "packing": pack_meta.get("strategy"),
         "shards": [shard_entry(*w) for w in written],
         "samples_per_source": dict(sorted(per_source.items())),
+        **({"mix": mix} if mix else {}),
         "version": FORMAT_VERSION,
     }
 
 
-STAGE = Stage("shard", ShardConfig, run, version="1", needs=("pack",), seed_scope="recipe")
+def _read_mix(ctx: StageContext) -> dict[str, Any] | None:
+    """download's mix.json (a run with download.sources), else None."""
+    download = ctx.inputs.get("download")
+    if download is None or MIX_FILE not in download.files:
+        return None
+    return read_json_file(download.file(MIX_FILE), f"download {MIX_FILE}")
+
+
+STAGE = Stage(
+    "shard",
+    ShardConfig,
+    run,
+    version="1",
+    needs=("pack",),
+    uses=("download",),  # mix.json: the mix recorded in metadata.json
+    seed_scope="recipe",
+)

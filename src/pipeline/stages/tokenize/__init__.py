@@ -34,9 +34,10 @@ from pipeline.stages.tokenize.wordcounts import load_counts, save_counts, tree_r
 from pipeline.tokenizer import health, hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
-from pipeline.tokenizer.pretokenize import compile_pattern, count_words, special_splitter
+from pipeline.tokenizer.pretokenize import compile_pattern, special_splitter
 from pipeline.tokenizer.pretrained import PretrainedTokenizer
 from pipeline.tokenizer.train import train_bpe
+from pipeline.tokenizer.wordcount import count_words
 
 NUM_FIRST_MERGES = 20  # merges shown in the report
 HF_TOKENIZER_DIR = "hf_tokenizer"  # AutoTokenizer.from_pretrained(<run>/tokenize/hf_tokenizer)

@@ -1,0 +1,280 @@
+"""Line, paragraph and C4 statistics for a batch of documents at once, from its segmentation.
+
+Raw lines are the spans between newlines of the batch's joined text, stripped with numpy;
+repeated lines and paragraphs are grouped by hash, then confirmed by comparing the strings
+(so a hash collision cannot count a repeat). Sentence ends are counted from character flags,
+exactly as textstats' regexes count them (tests/clean/test_fastpath.py checks both).
+
+Only documents whose logical lines are their raw lines are measured here. A hard-wrapped text
+or one with label lines (textstats.logical_lines joins those), and a text where C4 must look
+for "lorem ipsum", `{` or a policy phrase line by line, is left to textstats' per-document code:
+`line_stats_batch` says which documents it did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.clean.charclass import SPACE, UNSPACED
+from pipeline.clean.normalize import may_have_boilerplate
+from pipeline.clean.segment import Segments
+
+_MARK, _CLOSER, _CLAUSE, _FINEWEB, _C4, _UNSP, _BULLET = (1 << i for i in range(7))
+
+
+def _flag_table() -> np.ndarray:
+    """uint8 [0x110000]: per code point the character sets the line rules test (bit flags)."""
+    t = np.zeros(0x110000, np.uint8)
+    sets = {
+        _MARK: ".!?\u3002\uff01\uff1f",  # textstats._TERM's marks
+        _CLOSER: "\"'\u201d\u2019)]\u300d\u300f",  # and closing quotes and brackets
+        _CLAUSE: ",;\uff0c\uff1b",  # clause marks that end a sentence in unspaced text
+        _FINEWEB: ".?!\"'\u201d\u2019\u3002\uff01\uff1f\u2026",  # textstats.FINEWEB_END
+        _C4: '.?!"\u201d\u3002\uff01\uff1f',  # textstats.C4_END
+        _BULLET: "\u2022-",
+    }
+    for bit, chars in sets.items():
+        t[[ord(c) for c in chars]] |= bit
+    for lo, hi in (  # textstats._UNSPACED_CHAR_RE
+        (0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3040, 0x30FF), (0x3100, 0x312F),
+        (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
+        (0xFF66, 0xFF9F), (0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF),
+        (0x20000, 0x3FFFF),
+    ):  # fmt: skip
+        t[lo : hi + 1] |= _UNSP
+    return t
+
+
+_FLAGS = _flag_table()
+_DOT, _ELLIPSIS, _COLON, _ZERO, _NINE = 0x2E, 0x2026, 0x3A, 0x30, 0x39
+WRAP_MIN_LINES, WRAP_MIN_WIDTH, WRAP_MAX_WIDTH, WRAP_FULL = 3, 40, 100, 0.6  # as textstats
+
+
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) int64 of the runs of True in a bool array."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], mask, [False])).view(np.int8)))
+    return edges[0::2], edges[1::2]
+
+
+def _sentence_marks(cp: np.ndarray, cls: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(positions, counts if spaced, counts if unspaced) of the sentence ends textstats'
+    _SENT_END_RE / _SENT_END_UNSPACED_RE find, by the position each match starts at.
+
+    A run of marks then a run of closers matches once when whitespace or the end follows it
+    (spaced), or unless one mark with no closer is followed by a digit (unspaced: regex
+    backtracking keeps a shorter match otherwise). In unspaced text a clause mark also ends a
+    sentence when the 4 characters before it are neither whitespace nor clause marks and no
+    digit follows."""
+    n = len(cp)
+    ms, me = _runs((flags & _MARK) != 0)
+    cs, ce = _runs((flags & _CLOSER) != 0)
+    r = me.copy()
+    if len(cs):
+        i = np.minimum(np.searchsorted(cs, me), len(cs) - 1)
+        at = cs[i] == me  # a closer run right after the marks (it cannot start inside them)
+        r[at] = ce[i[at]]
+    nxt = np.append(cp, 0)[r]  # 0: the end of the text
+    end_ok = (r == n) | (np.append(cls, SPACE)[r] == SPACE)
+    digit_next = (nxt >= _ZERO) & (nxt <= _NINE) & (r < n)
+    uns_ok = ~((me - ms == 1) & (r == me) & digit_next)
+    kp = np.flatnonzero(flags & _CLAUSE)
+    if len(kp):
+        bad = np.concatenate(([0], np.cumsum((cls == SPACE) | ((flags & _CLAUSE) != 0))))
+        behind = (kp >= 4) & (bad[kp] - bad[np.maximum(kp - 4, 0)] == 0)
+        after = np.append(cp, 0)[kp + 1]
+        kp = kp[behind & ~((after >= _ZERO) & (after <= _NINE) & (kp + 1 < n))]
+    pos = np.concatenate((ms, kp))
+    spaced = np.concatenate((end_ok, np.zeros(len(kp), bool)))
+    unspaced = np.concatenate((uns_ok, np.ones(len(kp), bool)))
+    return pos, spaced, unspaced
+
+
+def _dups(text: str, starts: np.ndarray, ends: np.ndarray, group: np.ndarray, d: int, h):
+    """(repeats, their chars) int64 [d] each: spans whose string was seen before in their group
+    (the first copy not counted), as textstats.find_duplicates. Hash-equal spans only are
+    compared as strings."""
+    dup = np.zeros(d, np.int64)
+    dup_chars = np.zeros(d, np.int64)
+    if len(starts) < 2:
+        return dup, dup_chars
+    order = np.lexsort((h, group))
+    hs, gs = h[order], group[order]
+    same = (hs[1:] == hs[:-1]) & (gs[1:] == gs[:-1])
+    if not same.any():
+        return dup, dup_chars
+    member = np.concatenate((same, [False])) | np.concatenate(([False], same))
+    seen: set[tuple[int, str]] = set()
+    for i in order[member].tolist():
+        a, b, g = int(starts[i]), int(ends[i]), int(group[i])
+        key = (g, text[a:b])
+        if key in seen:
+            dup[g] += 1
+            dup_chars[g] += b - a
+        else:
+            seen.add(key)
+    return dup, dup_chars
+
+
+def line_stats_batch(
+    seg: Segments,
+    texts: list[str],
+    out: np.ndarray,
+    index: dict[str, int],
+    dominant: np.ndarray,
+    c4_args: tuple[int, int],
+) -> np.ndarray:
+    """Fill the line statistics (textstats._line_stats) of the documents it can measure from
+    raw lines; returns bool [d]: True where done (False: use the per-document code)."""
+    d, cp, cls, text = seg.num_docs, seg.cp, seg.cls, seg.text
+    n_chars = seg.doc_ends - seg.doc_starts
+    n_tok = np.diff(seg.word_offsets)
+    nl = np.flatnonzero(cp == 10)
+    ls = np.concatenate(([0], nl + 1))  # raw lines, all documents in a row
+    le = np.append(nl, len(cp))
+    ldoc = np.searchsorted(seg.doc_starts, ls, side="right") - 1
+    lfirst = np.searchsorted(ls, seg.doc_starts)
+    raw_lines = np.diff(np.append(lfirst, len(ls)))
+    nonsp = np.flatnonzero(cls != SPACE)
+    j = np.searchsorted(nonsp, ls)
+    ss = np.append(nonsp, len(cp))[j]
+    full = ss < le  # a non-empty (stripped) line
+    se = np.append(nonsp, len(cp))[np.searchsorted(nonsp, le) - 1] + 1
+    se = np.where(full, se, ss)
+    length = se - ss
+    last = np.where(full, cp[np.maximum(se - 1, 0)], 0)
+    lflag = _FLAGS[last]
+    nxt_full = np.append(full[1:], False) & np.append(ldoc[1:] == ldoc[:-1], False)
+    cont = full & nxt_full  # its paragraph goes on: the next raw line is not blank
+    per_doc = lambda v: np.bincount(ldoc, weights=v, minlength=d).astype(np.int64)  # noqa: E731
+    nlog = per_doc(full)
+    if not full.any():
+        return np.ones(d, bool)  # no line at all: no line statistic (as textstats)
+
+    # documents whose logical lines are not their raw lines (textstats.logical_lines)
+    label_cand = np.flatnonzero(cont & (last == _COLON) & (length <= 40))
+    label = np.zeros(d, bool)
+    for i in label_cand.tolist():
+        if text[ss[i] : se[i]].count(" ") < 4:
+            label[ldoc[i]] = True
+    fl = np.flatnonzero(full)
+    key = np.sort((ldoc[fl].astype(np.int64) << 32) | length[fl])
+    off = np.concatenate(([0], np.cumsum(nlog)[:-1]))
+    width = key[np.minimum(off + (np.maximum(nlog, 1) - 1) * 9 // 10, len(key) - 1)] & 0xFFFFFFFF
+    open_ = cont & ((lflag & _FINEWEB) == 0)
+    wrapped = per_doc(open_ & (length >= WRAP_FULL * width[ldoc]))
+    wrapped_doc = (
+        (nlog >= WRAP_MIN_LINES)
+        & (width >= WRAP_MIN_WIDTH)
+        & (width <= WRAP_MAX_WIDTH)
+        & (wrapped >= 2)
+        & (2 * wrapped >= per_doc(open_))
+    )
+    c4_check = np.zeros(d, bool)
+    for i, t in enumerate(texts):
+        if "{" in t:
+            c4_check[i] = True
+        else:
+            low = t.lower()
+            c4_check[i] = "lorem ipsum" in low or may_have_boilerplate(low)
+    done = ~(label | wrapped_doc | c4_check) | (nlog == 0)
+    todo = done & (nlog > 0)
+    sel = full & todo[ldoc]  # the logical lines measured here
+    lines = np.flatnonzero(sel)
+    if not len(lines):
+        return done
+    L, D = lines, ldoc[lines]  # noqa: N806
+    per = lambda v: np.bincount(D, weights=v, minlength=d).astype(np.int64)  # noqa: E731
+    rows = np.flatnonzero(todo)
+    nl_doc = nlog[rows]
+
+    def put(name: str, values: np.ndarray, where: np.ndarray | None = None) -> None:
+        r = rows if where is None else rows[where]
+        out[r, index[name]] = values if where is None else values[where]
+
+    bullets = per((_FLAGS[cp[ss[L]]] & _BULLET) != 0)
+    put("bullet_lines_frac", bullets[rows] / nl_doc)
+    # v2: the text's last line may trail off ("..."): only earlier lines count as truncated
+    e = se[L]
+    dots = (length[L] >= 3) & (cp[e - 1] == _DOT) & (cp[np.maximum(e - 2, 0)] == _DOT)
+    dots &= cp[np.maximum(e - 3, 0)] == _DOT
+    ell = (dots | (cp[e - 1] == _ELLIPSIS)) & np.append(D[1:] == D[:-1], False)
+    put("ellipsis_lines_frac", per(ell)[rows] / nl_doc)
+    dup, dup_chars = _dups(text, ss[L], se[L], D, d, seg.span_hashes(ss[L], se[L]))
+    put("dup_lines_frac", dup[rows] / nl_doc)
+    put("dup_line_chars_frac", dup_chars[rows] / n_chars[rows])
+    body = n_chars - (raw_lines - 1)
+    put(
+        "fineweb_dup_line_chars_frac",
+        np.where(body > 0, dup_chars / np.maximum(body, 1), 0.0)[rows],
+    )
+    _paragraphs(seg, ls, le, ss, se, full, ldoc, lfirst, raw_lines, todo, put, rows)
+    punct = per((lflag[L] & _FINEWEB) != 0)[rows]
+    put("line_punct_frac", np.where(nl_doc == 1, 1.0, punct / nl_doc))
+    spaced_doc = ~np.isin(dominant[rows], UNSPACED)  # 30 chars of Chinese is a long line
+    put("short_lines_frac", per(length[L] <= 30)[rows] / nl_doc, spaced_doc)
+    put("newlines_per_word", (raw_lines[rows] - 1) / np.maximum(n_tok[rows], 1), n_tok[rows] > 0)
+    sentences = _c4_sentences(seg, texts, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args)
+    put("c4_sentences", sentences[rows])
+    put("c4_lorem_ipsum", np.zeros(len(rows)))
+    put("c4_curly_bracket", np.zeros(len(rows)))
+    return done
+
+
+def _paragraphs(seg, ls, le, ss, se, full, ldoc, lfirst, raw_lines, todo, put, rows) -> None:
+    """Repeated paragraphs (textstats: `_PARA_SPLIT_RE.split(text.strip())`): runs of non-blank
+    raw lines; the first starts and the last ends where text.strip() cuts."""
+    d = seg.num_docs
+    idx = np.arange(len(ls))
+    first_line = idx == lfirst[ldoc]
+    last_line = idx == (lfirst + raw_lines - 1)[ldoc]
+    prev_full = np.concatenate(([False], full[:-1])) & ~first_line
+    next_full = np.append(full[1:], False) & ~last_line
+    ps_line = np.flatnonzero(full & ~prev_full & todo[ldoc])
+    pe_line = np.flatnonzero(full & ~next_full & todo[ldoc])
+    pdoc = ldoc[ps_line]
+    first_para = np.concatenate(([True], pdoc[1:] != pdoc[:-1]))
+    last_para = np.append(pdoc[1:] != pdoc[:-1], True)
+    pa = np.where(first_para, ss[ps_line], ls[ps_line])
+    pb = np.where(last_para, se[pe_line], le[pe_line])
+    npara = np.bincount(pdoc, minlength=d)
+    pdup, pdup_chars = _dups(seg.text, pa, pb, pdoc, d, seg.span_hashes(pa, pb))
+    n_chars = seg.doc_ends - seg.doc_starts
+    put("dup_paragraphs_frac", pdup[rows] / np.maximum(1, npara[rows]))
+    put("dup_paragraph_chars_frac", pdup_chars[rows] / n_chars[rows])
+
+
+def _c4_sentences(seg, texts, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args):  # noqa: N803
+    """int64 [d]: C4's sentence count over the lines it keeps (textstats._c4_stats, for texts
+    with no lorem ipsum, `{` or policy phrase to look for)."""
+    d, cp, cls = seg.num_docs, seg.cp, seg.cls
+    min_words, max_word = c4_args
+    flags = _FLAGS[cp]
+    s, e = ss[L], se[L]
+    dots = (e - s >= 3) & (cp[e - 1] == _DOT) & (cp[np.maximum(e - 2, 0)] == _DOT)
+    dots &= cp[np.maximum(e - 3, 0)] == _DOT
+    ended = ((lflag[L] & _C4) != 0) & ~dots
+    consider = ended | (nlog[D] == 1)  # one paragraph: its end is a sentence end (v2)
+    ts, te = seg.tokens()  # whitespace tokens (str.split)
+    tline = np.searchsorted(ls, ts, side="right") - 1
+    nl_all = len(ls)
+    words = np.bincount(tline, minlength=nl_all)[L]
+    unsp = (flags & _UNSP) != 0
+    if cp.dtype != np.uint8 and unsp.any():
+        ucum = np.concatenate(([0], np.cumsum(unsp)))
+        doc_unsp = (ucum[seg.doc_ends] - ucum[seg.doc_starts]) > 0
+        tok_unsp = np.bincount(tline, weights=(ucum[te] - ucum[ts]) > 0, minlength=nl_all)
+        extra = (ucum[e] - ucum[s]) - tok_unsp[L].astype(np.int64)
+        words = words + np.where(doc_unsp[D], extra, 0)
+    keep = consider & (words >= min_words)
+    long_doc = (seg.doc_ends - seg.doc_starts) > max_word
+    if long_doc.any():
+        longest = np.zeros(nl_all, np.int64)
+        np.maximum.at(longest, tline, te - ts)
+        keep &= ~(long_doc[D] & (longest[L] > max_word))
+    pos, spaced, unspaced = _sentence_marks(cp, cls, flags)
+    mline = np.searchsorted(ls, pos, side="right") - 1
+    clauses = np.isin(dominant, UNSPACED)[ldoc[np.minimum(mline, len(ldoc) - 1)]]
+    hit = np.where(clauses, unspaced, spaced)
+    per_line = np.bincount(mline[hit], minlength=nl_all)[L]
+    counted = per_line + ~ended
+    return np.bincount(D[keep], weights=counted[keep], minlength=d).astype(np.int64)

@@ -1,0 +1,288 @@
+"""line_dedup: remove lines (or paragraphs) that recur across documents, keeping each in the
+first document that has it (by a seeded document order): navigation, footers, cookie banners.
+
+Three executor maps, memory bounded by a part or a hash partition (never a set of every line):
+1. per part: hash each candidate unit (pipeline.dedup.lines), write its (hash, document key)
+   rows sorted by hash and the per-unit hashes in text order to the stage's work folder;
+2. per hash partition: read that hash range from every part's rows, keep the hashes seen in
+   >= `min_docs` documents with their first document (`rep-p`);
+3. per part: flag the units to remove, rewrite the texts, drop a changed document left under
+   `min_words` (reason `short_after_line_dedup`), write kept and rejected parts.
+Every row is keyed by its global index and the seed, so outputs are byte-identical for any
+worker count or executor. Runs after dedup: see docs/dedup.md ("Line and paragraph dedup").
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.config import bounded, option, setting
+from pipeline.dedup import lines
+from pipeline.errors import DataError
+from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.stage import Stage, StageContext, StageResult
+from pipeline.stages.dedup import files
+
+REASON = "short_after_line_dedup"
+WORK_DIR = ".lines"  # work files (rows, hashes, repeated units) in the stage's temp folder
+ROWS_PER_PARTITION = 1 << 23  # (hash, key) rows per reduce task: ~128 MB + its sort
+EXAMPLE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class LineDedupConfig:
+    RECIPE_SECTION: ClassVar[str] = "line_dedup"
+
+    unit: Literal["line", "paragraph"] = option(
+        "line", "what is compared: lines (split on \\n) or paragraphs (split on blank lines)"
+    )
+    min_docs: int = bounded(2, ge=2, doc="a unit in at least this many documents stays in one")
+    min_chars: int = bounded(
+        0, ge=0, doc="characters of a stripped unit; shorter units are never removed"
+    )
+    min_words: int | None = bounded(
+        50, ge=0, doc="words (whitespace) a changed document keeps, else dropped; null = off"
+    )
+    num_examples: int = bounded(10, ge=0, doc="most repeated units shown in the report")
+
+
+@dataclass(frozen=True, slots=True)
+class LinePart:
+    """Part `index` at `path`, whose first row is global row `first`."""
+
+    index: int
+    path: Path
+    first: int
+
+
+def _save(work: str, kind: str, index: int, arr: np.ndarray) -> None:
+    """A work file, written to a temp name and renamed (atomic) but not fsynced: work files die
+    with the stage's temp folder, so a crash re-runs the stage and never reads them."""
+    path = files.path(work, kind, index)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def _load(work: str, kind: str, index: int) -> np.ndarray:
+    """A whole work file in memory (small, or read whole anyway: no memory map set-up)."""
+    return np.load(files.path(work, kind, index), allow_pickle=False)
+
+
+def _enough_words(text: str, floor: int) -> tuple[bool, int]:
+    """(text has >= `floor` whitespace words, its word count or -1 when not counted): a prefix
+    usually decides it (a prefix's count never exceeds the whole text's)."""
+    if len(text[: 16 * floor + 64].split()) >= floor:
+        return True, -1
+    n = len(text.split())
+    return n >= floor, n
+
+
+def _texts(path: Path) -> list[str]:
+    names = pq.ParquetFile(path).schema_arrow.names
+    if "text" not in names:
+        raise DataError(str(path), f"column 'text' is missing; columns: {names}")
+    col = read_table(path, columns=["text"]).column("text")
+    if col.null_count:
+        raise DataError(str(path), f"{col.null_count} rows have a null text")
+    return col.to_pylist()
+
+
+def _hash_part(item: LinePart, cfg: LineDedupConfig, seed: int, work: str) -> dict[str, int]:
+    """Map 1: `hashes-i` (uint64 [m], text order), `where-i` (each one's unit index in its
+    document), `counts-i` (units per document) and `rows-i` ((hash, document key) uint64
+    [2, k], sorted); returns the part's counts."""
+    texts = _texts(item.path)
+    hashes, where, counts = lines.unit_hashes(texts, cfg.unit, cfg.min_chars)
+    keys = lines.doc_keys(item.first, len(texts), seed)
+    rows = lines.part_rows(hashes, counts, keys)
+    _save(work, "hashes", item.index, hashes)
+    _save(work, "where", item.index, where)
+    _save(work, "counts", item.index, counts)
+    _save(work, "rows", item.index, rows)
+    return {"docs": len(texts), "units": len(hashes), "rows": rows.shape[1]}
+
+
+def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, bits: int):
+    """Map 2: the hashes of partition `p` in >= min_docs documents -> `rep-p` (hash, first
+    key); returns their number and the `num_examples` most repeated as (documents, hash)."""
+    got = [lines.slice_partition(files.load(work, "rows", i), p, bits) for i in range(num_parts)]
+    rows = np.concatenate([np.zeros((2, 0), np.uint64), *got], axis=1)
+    del got
+    rep, docs = lines.repeated(rows, cfg.min_docs)
+    _save(work, "rep", p, rep)
+    top = np.lexsort((rep[0], -docs))[: cfg.num_examples]
+    return {
+        "repeated": rep.shape[1],
+        "top": [(int(docs[j]), int(rep[0][j])) for j in top.tolist()],
+    }
+
+
+def _part_removals(work: str, index: int, first: int, seed: int, bits: int) -> tuple:
+    """Part `index`'s candidate hashes uint64 [m], their document int64 [m] and removal flags
+    bool [m], looked up in each hash partition's `rep` file."""
+    hashes = _load(work, "hashes", index)
+    counts = _load(work, "counts", index)
+    doc_of = np.repeat(np.arange(len(counts)), counts)
+    unit_keys = lines.doc_keys(first, len(counts), seed)[doc_of]
+    if bits == 0:
+        return hashes, doc_of, counts, lines.removable(hashes, unit_keys, _load(work, "rep", 0))
+    drop = np.zeros(len(hashes), bool)
+    part_of = hashes >> np.uint64(64 - bits)
+    for p in np.unique(part_of).tolist():
+        sel = np.flatnonzero(part_of == p)
+        # memory-mapped: every part reads each partition's file, the page cache shares it
+        drop[sel] = lines.removable(hashes[sel], unit_keys[sel], files.load(work, "rep", p))
+    return hashes, doc_of, counts, drop
+
+
+def _apply_part(
+    item: LinePart,
+    cfg: LineDedupConfig,
+    seed: int,
+    work: str,
+    out_dir: str,
+    bits: int,
+    shown: frozenset,
+) -> dict[str, Any]:
+    """Map 3: rewrite part `index`'s texts, write kept and rejected rows; returns counts and
+    the text of the example hashes `shown` this part holds."""
+    table = read_table(item.path)
+    col = table.column("text").combine_chunks()  # Python strings only for changed documents
+    n = len(col)
+    hashes, doc_of, counts, drop = _part_removals(work, item.index, item.first, seed, bits)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    changed_docs = np.flatnonzero(np.bincount(doc_of[drop], minlength=n))
+    keep = np.ones(n, bool)
+    removed = np.zeros(n, np.int64)
+    words = np.zeros(n, np.int64)
+    new_texts, nbytes = [], 0
+    where = _load(work, "where", item.index)
+    for d in changed_docs.tolist():
+        lo, hi = int(starts[d]), int(ends[d])
+        gone = where[lo:hi][drop[lo:hi]].tolist()
+        text, b = lines.remove_units(col[d].as_py(), cfg.unit, gone)
+        new_texts.append(text)
+        removed[d], nbytes = len(gone), nbytes + b
+        if cfg.min_words is not None:
+            keep[d], words[d] = _enough_words(text, cfg.min_words)
+    examples = _examples(cfg, col, hashes, doc_of, where, shown)
+    changed = np.zeros(n, bool)
+    changed[changed_docs] = True
+    text = pc.replace_with_mask(col, pa.array(changed), pa.array(new_texts, pa.string()))
+    kept = table.set_column(table.column_names.index("text"), "text", text)
+    kept = kept.filter(pa.array(keep))
+    reasons = [[REASON]] * int((~keep).sum())
+    outputs, doc_counts = write_kept_and_rejected(
+        Path(out_dir),
+        item.index,
+        table,
+        keep,
+        reasons,
+        kept,
+        units_removed=pa.array(removed[~keep], pa.int64()),
+        words_left=pa.array(words[~keep], pa.int64()),
+    )
+    doc_counts.dropped = {REASON: 0, **doc_counts.dropped}  # reported even at 0
+    stats = {
+        "units_in": len(hashes),
+        "units_removed": int(drop.sum()),
+        "bytes_removed": nbytes,
+        "docs_changed": len(changed_docs),
+    }
+    return {"outputs": outputs, "counts": doc_counts, "stats": stats, "examples": examples}
+
+
+def _examples(
+    cfg: LineDedupConfig,
+    col: pa.StringArray,
+    hashes: np.ndarray,
+    doc_of: np.ndarray,
+    where: np.ndarray,
+    shown: frozenset,
+) -> dict[int, str]:
+    """{hash: its first occurrence's text in this part, stripped, cut to EXAMPLE_CHARS} for
+    the example hashes `shown`."""
+    if not shown:
+        return {}
+    hit = np.flatnonzero(np.isin(hashes, np.array(sorted(shown), np.uint64)))
+    found, first = np.unique(hashes[hit], return_index=True)
+    out = {}
+    for h, j in zip(found.tolist(), hit[first].tolist(), strict=True):
+        pieces = lines.split_units(col[int(doc_of[j])].as_py(), cfg.unit)
+        units = pieces if cfg.unit == "line" else pieces[0::2]
+        out[h] = units[int(where[j])].strip()[:EXAMPLE_CHARS]
+    return out
+
+
+def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
+    if not ctx.input_parts:
+        raise DataError(str(ctx.run_dir), "line_dedup needs an upstream stage with document parts")
+    parts = list(ctx.input_parts)
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in parts]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
+    work = ctx.out_dir / WORK_DIR
+    work.mkdir(parents=True, exist_ok=True)
+    items = [LinePart(i, p, offsets[i]) for i, p in enumerate(parts)]
+    fn = functools.partial(_hash_part, cfg=cfg, seed=ctx.seed, work=str(work))
+    mapped = ctx.executor.map(fn, items, desc="line_dedup: hash")
+    for i, m in enumerate(mapped):
+        if m["docs"] != sizes[i]:
+            raise DataError(str(parts[i]), "row count changed while reading")
+    bits = lines.partition_bits(sum(m["rows"] for m in mapped), ROWS_PER_PARTITION)
+    fn = functools.partial(
+        _reduce_partition, cfg=cfg, work=str(work), num_parts=len(parts), bits=bits
+    )
+    reduced = ctx.executor.map(fn, list(range(1 << bits)), desc="line_dedup: count")
+    top = heapq.nsmallest(
+        cfg.num_examples, [(-c, h) for r in reduced for c, h in r["top"]]
+    )  # most documents first, ties by hash: the same for any partitioning
+    fn = functools.partial(
+        _apply_part,
+        cfg=cfg,
+        seed=ctx.seed,
+        work=str(work),
+        out_dir=str(ctx.out_dir),
+        bits=bits,
+        shown=frozenset(h for _, h in top),
+    )
+    results = ctx.executor.map(fn, items, desc="line_dedup: write")
+    shutil.rmtree(work, ignore_errors=True)  # work files: not stage outputs
+    texts: dict[int, str] = {}
+    for r in results:  # the first part holding an example gives its text
+        for h, t in r["examples"].items():
+            texts.setdefault(h, t)
+    u = cfg.unit
+    stats: dict[str, Any] = {
+        **setting(cfg, "unit"),
+        **setting(cfg, "min_docs"),
+        **setting(cfg, "min_chars"),
+        **setting(cfg, "min_words"),
+        f"{u}s_in": sum(r["stats"]["units_in"] for r in results),
+        f"{u}s_removed": sum(r["stats"]["units_removed"] for r in results),
+        f"{u}_bytes_removed": sum(r["stats"]["bytes_removed"] for r in results),
+        f"repeated_{u}s": sum(r["repeated"] for r in reduced),
+        "docs_changed": sum(r["stats"]["docs_changed"] for r in results),
+        "hash_partitions": 1 << bits,
+        "seed": ctx.seed,
+        "examples": [{"docs": -c, "text": texts.get(h, "")} for c, h in top],
+    }
+    outputs = [o for r in results for o in r["outputs"]]
+    return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
+
+
+STAGE = Stage("line_dedup", LineDedupConfig, run, version="1", needs=("download",))
