@@ -450,7 +450,8 @@ def test_file_reference_buckets_and_perplexity_cut(tmp_path):
     buckets = [r["lm_bucket"] for r in _lm_rows(tmp_path / "run")]
     assert {b: buckets.count(b) for b in set(buckets)} == {"head": 12, "middle": 12, "tail": 16}
     assert set(stats["bucket_cutoffs_p30_p60"]) == {"latin"}
-    stages["quality"] = {"reference": str(ref), "max_perplexity": 1.0}
+    # min_score 0: only the perplexity cut drops (coherence set 2 drops 1 of these 40 by score)
+    stages["quality"] = {"reference": str(ref), "max_perplexity": 1.0, "min_score": 0.0}
     run_stages(tmp_path / "cut", stages)
     stats = _report(tmp_path / "cut")
     assert (

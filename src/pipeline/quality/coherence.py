@@ -21,9 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.permute import mix64
+from pipeline.quality.cohesion import COHESION_NAMES, cohesion_features
+from pipeline.quality.corrupt import sentence_end_hashes
 from pipeline.quality.ngram import NgramLM, Tokens
 
-FEATURE_NAMES = (
+FEATURE_NAMES_V1 = (
     "log_prob",
     "context_gain",
     "worst_block_gain",
@@ -37,17 +39,22 @@ FEATURE_NAMES = (
     "long_repeat",
     "halves_shared",
 )
+# Feature sets (`quality.coherence_features`): 1 = the 12 n-gram and document-scale features
+# above; 2 = those + the sentence-scale cohesion of quality/cohesion.py. The first columns
+# never move, so an index into FEATURE_NAMES holds for every set.
+FEATURE_SETS = {1: FEATURE_NAMES_V1, 2: FEATURE_NAMES_V1 + COHESION_NAMES}
+FEATURE_NAMES = FEATURE_SETS[2]
 COMMON_COUNT = 20  # a word seen this often in the reference is "common" (see common_pair_*)
 BLOCK_TOKENS = 32  # block window; a document's last partial block joins the one before
 LOW_BLOCK_GAIN = 0.0  # a block whose words gain nothing from context reads as salad
 REPEAT_DISTANCE = 32  # long_repeat: a content word seen at least this many tokens before
 
 
-def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray) -> np.ndarray:
-    """float64 [n, len(FEATURE_NAMES)], each document scored by the model of its fold (int
-    [n], 0..lm.num_folds-1); documents without tokens get zeros."""
+def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray, feature_set: int = 2) -> np.ndarray:
+    """float64 [n, len(FEATURE_SETS[feature_set])], each document scored by the model of its
+    fold (int [n], 0..lm.num_folds-1); documents without tokens get zeros."""
     n = len(tokens.lengths)
-    out = np.zeros((n, len(FEATURE_NAMES)))
+    out = np.zeros((n, len(FEATURE_SETS[feature_set])))
     if len(tokens.ids) == 0:
         return out
     lp, lu, hit, uni, lp2 = lm.log_probs(tokens, fold)
@@ -80,6 +87,9 @@ def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray) -> np.ndarray:
     out[:, 6] = np.where(ok, hits / np.maximum(num_pair, 1), 0.0)
     out[:, 7] = np.where(ok, pg / np.maximum(num_pair, 1), 0.0)
     out[:, 10], out[:, 11] = _document_scale(tokens, doc, starts, uni)
+    if feature_set >= 2:
+        is_end = np.isin(tokens.ids, sentence_end_hashes())
+        out[:, 12:] = cohesion_features(tokens, lu, gain, doc, starts, is_end)
     out[tokens.lengths == 0] = 0.0
     return out
 
@@ -152,22 +162,41 @@ def fold_of(rows: np.ndarray, num_folds: int, seed: int) -> np.ndarray:
 
 @dataclass
 class Coherence:
-    """Logistic regression over standardised FEATURE_NAMES: P(coherent) = sigmoid(z·w + b)."""
+    """Logistic regression over standardised features: P(coherent) = sigmoid(z·w + b). With
+    `w` [G, F] and `b` [G] (feature set 2) it is G detectors, one per family of junk, and
+    P(coherent) is the lowest of their probabilities: a text must pass every one (a linear
+    model over all families at once trades one family's weights against another's)."""
 
     mean: np.ndarray  # float64 [F]
     std: np.ndarray  # float64 [F]
-    w: np.ndarray  # float64 [F]
-    b: float
+    w: np.ndarray  # float64 [F] or [G, F]
+    b: float | np.ndarray  # float or float64 [G]
 
     def predict(self, feats: np.ndarray) -> np.ndarray:
         z = (feats - self.mean) / self.std
-        return 0.5 * (1.0 + np.tanh(0.5 * (z @ self.w + self.b)))
+        if self.w.ndim == 1:
+            return 0.5 * (1.0 + np.tanh(0.5 * (z @ self.w + self.b)))
+        p = 0.5 * (1.0 + np.tanh(0.5 * (z @ self.w.T + np.asarray(self.b))))
+        return p.min(axis=1)
 
 
-def train_coherence(feats: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> Coherence:
-    """Class-balanced L2 logistic regression by 25 Newton steps (deterministic, F ~ 6)."""
-    mean, std = feats.mean(axis=0), feats.std(axis=0)
-    std = np.where(std > 1e-9, std, 1.0)
+def stack_detectors(detectors: list[Coherence]) -> Coherence:
+    """One Coherence of G detectors trained on the same standardisation (the first's)."""
+    first = detectors[0]
+    w = np.stack([d.w for d in detectors])
+    return Coherence(first.mean, first.std, w, np.array([float(d.b) for d in detectors]))
+
+
+def train_coherence(
+    feats: np.ndarray, y: np.ndarray, l2: float = 1e-2, scale: tuple | None = None
+) -> Coherence:
+    """Class-balanced L2 logistic regression by 25 Newton steps (deterministic, F ~ 17).
+    `scale` = (mean, std) to standardise with (default: these features' own)."""
+    if scale is None:
+        mean, std = feats.mean(axis=0), feats.std(axis=0)
+        std = np.where(std > 1e-9, std, 1.0)
+    else:
+        mean, std = scale
     z = np.hstack([(feats - mean) / std, np.ones((len(feats), 1))])
     y = y.astype(np.float64)
     pos = max(float(y.sum()), 1.0)

@@ -31,8 +31,12 @@ SENTENCE_ENDS = (".", "!", "?", "\u3002", "\uff01", "\uff1f")
 BLOCK = 3  # block_shuffle: runs of 3 tokens keep local fluency, so the LM must look further
 
 
-def _ends() -> np.ndarray:
+def sentence_end_hashes() -> np.ndarray:
+    """uint64 [6]: the token hashes of SENTENCE_ENDS."""
     return np.array([token_hash(s) for s in SENTENCE_ENDS], np.uint64)
+
+
+_ends = sentence_end_hashes
 
 
 def _sentences(ids: np.ndarray, ends: np.ndarray) -> list[np.ndarray]:
@@ -114,11 +118,17 @@ def _state(window: np.ndarray) -> np.ndarray:
 
 
 def splices(
-    tokens: Tokens, rng: np.random.Generator, ends: np.ndarray, docs: list[int]
+    tokens: Tokens,
+    rng: np.random.Generator,
+    ends: np.ndarray,
+    docs: list[int],
+    sources: tuple[int, int] | None = None,
 ) -> list[np.ndarray]:
     """For each document in `docs`: real sentences drawn from the *other* documents, in a
     random order, up to its own length (cross-document splicing: every sentence is fluent, the
-    document has no topic)."""
+    document has no topic). `sources` = (lo, hi): the sentences come from lo..hi other
+    documents (drawn per splice), so topic words do recur, as in a page spun from a few
+    articles; None: each sentence from any other document."""
     starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
     sents, owner = [], []
     for i in range(len(tokens.lengths)):
@@ -126,9 +136,16 @@ def splices(
             sents.append(snt)
             owner.append(i)
     owner_arr = np.array(owner, np.int64)
+    num_docs = len(tokens.lengths)
     out = []
     for i in docs:
-        others = np.flatnonzero(owner_arr != i)
+        if sources is None:
+            others = np.flatnonzero(owner_arr != i)
+        else:
+            k = int(rng.integers(sources[0], sources[1] + 1))
+            pick = rng.choice(num_docs, size=min(k + 1, num_docs), replace=False)
+            pick = pick[pick != i][:k]
+            others = np.flatnonzero(np.isin(owner_arr, pick))
         if len(others) == 0:
             out.append(tokens.ids[starts[i] : starts[i + 1]].copy())
             continue
@@ -141,9 +158,15 @@ def splices(
     return out
 
 
-def corrupt_tokens(tokens: Tokens, kinds: tuple[str, ...], seed: int) -> tuple[Tokens, list[str]]:
+def corrupt_tokens(
+    tokens: Tokens,
+    kinds: tuple[str, ...],
+    seed: int,
+    splice_sources: tuple[int, int] | None = None,
+) -> tuple[Tokens, list[str]]:
     """One corruption of each document, kinds in rotation (document i gets kinds[i % len]).
-    The unigram pool is the tokens of all the documents given. Same input + seed = same output."""
+    The unigram pool is the tokens of all the documents given; `splice_sources`: see `splices`.
+    Same input + seed = same output."""
     rng = np.random.default_rng(seed)
     ends = _ends()
     pool = tokens.ids if len(tokens.ids) else np.array([token_hash("the")], np.uint64)
@@ -157,7 +180,8 @@ def corrupt_tokens(tokens: Tokens, kinds: tuple[str, ...], seed: int) -> tuple[T
             chains.update(zip(docs, walks, strict=True))
     spliced = [i for i, k in enumerate(which) if k == "splice"]
     if spliced:
-        chains.update(zip(spliced, splices(tokens, rng, ends, spliced), strict=True))
+        made = splices(tokens, rng, ends, spliced, splice_sources)
+        chains.update(zip(spliced, made, strict=True))
     out, lengths = [], np.zeros(len(tokens.lengths), np.int64)
     for i in range(len(tokens.lengths)):
         ids = tokens.ids[starts[i] : starts[i + 1]]

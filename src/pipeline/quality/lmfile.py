@@ -33,15 +33,31 @@ def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
     return out
 
 
+def _params(sc: LMScorer) -> dict:
+    """LMParams as stored: with feature set 1 (the default) the set-2 keys are left out, so a
+    set-1 file has the bytes it had before they existed."""
+    drop = ("feature_set", "detector_keep") if sc.params.feature_set == 1 else ()
+    return {k: v for k, v in sc.params.__dict__.items() if k not in drop}
+
+
+def _b(b: float | np.ndarray) -> float | list[float]:
+    return b if np.ndim(b) == 0 else np.asarray(b).tolist()
+
+
 def scorer_bytes(sc: LMScorer) -> bytes:
     meta = {
         "format": LM_FORMAT,
         "tokenizer": TOKENIZER_VERSION,
         "order": sc.lm.order,
-        "params": sc.params.__dict__,
+        "params": _params(sc),
         "usable": sc.usable,
         "classifiers": {
-            str(s): {"mean": c.mean.tolist(), "std": c.std.tolist(), "w": c.w.tolist(), "b": c.b}
+            str(s): {
+                "mean": c.mean.tolist(),
+                "std": c.std.tolist(),
+                "w": c.w.tolist(),
+                "b": _b(c.b),
+            }
             for s, c in sc.classifiers.items()
         },
         "info": sc.info,
@@ -82,7 +98,12 @@ def _load_cached(path: str, size: int) -> LMScorer:
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise DataError(path, f"not a quality LM file ({exc})") from None
     classifiers = {
-        int(s): Coherence(np.array(c["mean"]), np.array(c["std"]), np.array(c["w"]), c["b"])
+        int(s): Coherence(
+            np.array(c["mean"]),
+            np.array(c["std"]),
+            np.array(c["w"]),
+            c["b"] if np.ndim(c["b"]) == 0 else np.array(c["b"]),
+        )
         for s, c in meta["classifiers"].items()
     }
     return LMScorer(lm, classifiers, LMParams(**meta["params"]), meta["usable"], meta["info"])

@@ -15,9 +15,11 @@ import numpy as np
 
 from pipeline.quality.coherence import (
     FEATURE_NAMES,
+    FEATURE_SETS,
     Coherence,
     doc_features,
     fold_of,
+    stack_detectors,
     train_coherence,
 )
 from pipeline.quality.corrupt import KINDS, corrupt_tokens
@@ -35,10 +37,25 @@ TRAIN_KINDS = (
     "word_drop",
     "salad_block",
     "bigram_chain",
+    "trigram_chain",
     "fourgram_chain",
     "splice",
 )
 HELD_OUT_KINDS = tuple(k for k in KINDS if k not in TRAIN_KINDS)
+# feature set 1 (quality.coherence_features: 1) trained without the order-2 walk
+TRAIN_KINDS_V1 = tuple(k for k in TRAIN_KINDS if k != "trigram_chain")
+HELD_OUT_KINDS_V1 = tuple(k for k in KINDS if k not in TRAIN_KINDS_V1)
+# Feature set 2: a splice draws its sentences from this many other documents (inclusive range),
+# as spun pages do; set 1 drew every sentence from any document of the sample
+SPLICE_SOURCES = (2, 6)
+# Feature set 2: one detector per family of training kinds, P(coherent) = the lowest (see
+# coherence.Coherence); every detector sees every positive and its family's negatives
+DETECTORS = {
+    "local": ("word_shuffle", "unigram_salad", "word_drop", "salad_block"),
+    "markov": ("bigram_chain", "trigram_chain", "fourgram_chain"),
+    "splice": ("splice",),
+}
+DETECTOR_KEEP = 0.98  # default: each detector's bias keeps at least this share of the positives
 # Context gain (nats/token) below which context makes words *less* likely than their corpus
 # frequency: no real text does that; salad and shuffles do (~-0.6 measured). Coherence is
 # multiplied by sigmoid((gain - GAIN_FLOOR) / GAIN_SCALE), an absolute rule that holds even
@@ -68,6 +85,10 @@ class LMParams:
     max_train_docs: int = 4_000  # coherence classifier: positives (half) + negatives (half)
     max_chars: int = 100_000
     seed: int = 0
+    # coherence.FEATURE_SETS. 1 here: an lm.npz written before the key existed holds set 1;
+    # the stage passes quality.coherence_features (default 2)
+    feature_set: int = 1
+    detector_keep: float = DETECTOR_KEEP  # set 2: each detector passes this share of positives
 
 
 @dataclass
@@ -83,7 +104,7 @@ class LMScorer:
         the model of fold_of(key): text_keys(texts)). Needs no classifier: runs in the workers."""
         toks = tokenize(texts, self.params.max_chars)
         fold = fold_of(rows, self.lm.num_folds, self.params.seed)
-        return doc_features(self.lm, toks, fold), toks.script
+        return doc_features(self.lm, toks, fold, self.params.feature_set), toks.script
 
     def coherence(self, feats: np.ndarray, script: np.ndarray) -> np.ndarray:
         """float64 [n]: P(coherent) x the absolute gates; NaN where the script has no model or
@@ -166,12 +187,54 @@ def fit_classifiers(
     `extra` = labelled texts (a seed set: 1 good, 0 bad)."""
     if ref_feats is None:
         fold = fold_of(ref.rows, sc.lm.num_folds, sc.params.seed)
-        ref_feats = doc_features(sc.lm, ref.tokens, fold)
+        ref_feats = doc_features(sc.lm, ref.tokens, fold, sc.params.feature_set)
     sc.info["classifiers"] = {}
     for s in sc.usable:
         clf, cinfo = _fit_script(s, ref, ref_feats, sc.lm, sc.params, extra)
         sc.classifiers[s] = clf
         sc.info["classifiers"][SCRIPTS[s]] = cinfo
+
+
+def _weights_info(clf: Coherence, names: tuple[str, ...]) -> dict[str, Any]:
+    """The report's view of a classifier: weights per feature and bias (per detector family
+    when there are several)."""
+    if clf.w.ndim == 1:
+        ws = dict(zip(names, [round(float(w), 4) for w in clf.w], strict=True))
+        return {"weights": ws, "bias": round(float(clf.b), 4)}
+    fams = list(DETECTORS)[: len(clf.w)]
+    return {
+        "weights": {
+            f: dict(zip(names, [round(float(x), 4) for x in w], strict=True))
+            for f, w in zip(fams, clf.w, strict=True)
+        },
+        "bias": {f: round(float(b), 4) for f, b in zip(fams, clf.b, strict=True)},
+    }
+
+
+def _detectors(
+    X: list[np.ndarray], y: list[np.ndarray], neg_kinds: np.ndarray, keep: float
+) -> Coherence:
+    """One logistic regression per DETECTORS family: all positives (X[0]) and any labelled
+    extras (X[2:]) against the family's negatives (X[1] where neg_kinds is in the family),
+    standardised by the statistics of all rows. Each detector's bias is then raised, if need
+    be, until `keep` (default DETECTOR_KEEP) of the positives score >= 0.5 by it: a text must
+    pass all of them, and a balanced fit alone drops ~5% of the positives per detector."""
+    allx = np.vstack(X)
+    mean, std = allx.mean(axis=0), allx.std(axis=0)
+    std = np.where(std > 1e-9, std, 1.0)
+    out = []
+    for family in DETECTORS.values():
+        sel = np.isin(neg_kinds, family)
+        if not sel.any():
+            continue
+        xs = [X[0], X[1][sel], *X[2:]]
+        ys = [y[0], y[1][sel], *y[2:]]
+        clf = train_coherence(np.vstack(xs), np.concatenate(ys), scale=(mean, std))
+        logit = ((X[0] - mean) / std) @ clf.w + clf.b
+        lift = -float(np.quantile(logit, 1.0 - keep)) if len(logit) else 0.0
+        clf.b += max(lift, 0.0)
+        out.append(clf)
+    return stack_detectors(out)
 
 
 def _fit_script(
@@ -184,17 +247,24 @@ def _fit_script(
 ) -> tuple[Coherence, dict[str, Any]]:
     """Positives: this script's reference documents (capped, seeded); negatives: one
     corruption of each, scored by the fold model of its source (which never saw the source)."""
+    names = FEATURE_SETS[params.feature_set]
     idx = np.flatnonzero(ref.tokens.script == script)
     rng = np.random.default_rng(params.seed + script)
     cap = max(params.max_train_docs // 2, 1)
     if len(idx) > cap:
         idx = np.sort(rng.choice(idx, cap, replace=False))
+    v2 = params.feature_set >= 2
+    train_kinds = TRAIN_KINDS if v2 else TRAIN_KINDS_V1
+    held_out = HELD_OUT_KINDS if v2 else HELD_OUT_KINDS_V1
     bad, kinds = corrupt_tokens(
-        ref.tokens.doc_slice(idx), TRAIN_KINDS + HELD_OUT_KINDS, params.seed
+        ref.tokens.doc_slice(idx),
+        train_kinds + held_out,
+        params.seed,
+        splice_sources=SPLICE_SOURCES if v2 else None,
     )
     fold = fold_of(ref.rows[idx], lm.num_folds, params.seed)
     f_pos = ref_feats[idx]
-    f_neg = doc_features(lm, bad, fold)
+    f_neg = doc_features(lm, bad, fold, params.feature_set)
     coherent = f_pos[:, 1] >= GAIN_FLOOR  # the positives: reference documents context helps
     f_pos, f_neg, kinds = (
         f_pos[coherent],
@@ -202,7 +272,7 @@ def _fit_script(
         [k for k, c in zip(kinds, coherent, strict=True) if c],
     )
     kinds_arr = np.array(kinds)
-    train_neg = np.isin(kinds_arr, TRAIN_KINDS)
+    train_neg = np.isin(kinds_arr, train_kinds)
     X = [f_pos, f_neg[train_neg]]
     y = [np.ones(len(f_pos)), np.zeros(int(train_neg.sum()))]
     n_extra = {"good": 0, "bad": 0}
@@ -210,16 +280,15 @@ def _fit_script(
         etok = tokenize(extra[0], params.max_chars)
         sel = np.flatnonzero((etok.script == script) & (etok.lengths > 0))
         if len(sel):
-            X.append(doc_features(lm, etok.doc_slice(sel), np.zeros(len(sel), np.int64)))
+            zero = np.zeros(len(sel), np.int64)
+            X.append(doc_features(lm, etok.doc_slice(sel), zero, params.feature_set))
             y.append(extra[1][sel].astype(np.float64))
             n_extra = {"good": int(extra[1][sel].sum()), "bad": int((extra[1][sel] == 0).sum())}
     if len(f_pos) < 2:  # no reference document of this script gains from context: gate only
-        clf = Coherence(
-            np.zeros(len(FEATURE_NAMES)),
-            np.ones(len(FEATURE_NAMES)),
-            np.zeros(len(FEATURE_NAMES)),
-            4.0,
-        )
+        num = len(names)
+        clf = Coherence(np.zeros(num), np.ones(num), np.zeros(num), 4.0)
+    elif params.feature_set >= 2:
+        clf = _detectors(X, y, kinds_arr[train_neg], params.detector_keep)
     else:
         clf = train_coherence(np.vstack(X), np.concatenate(y))
     p_pos = clf.predict(f_pos) * gain_gate(f_pos)
@@ -234,11 +303,11 @@ def _fit_script(
         "positives": int(len(f_pos)),
         "reference_docs_below_gain_floor": int((~coherent).sum()),
         "negatives": int(train_neg.sum()),
-        "negative_kinds": list(TRAIN_KINDS),
-        "held_out_kinds": list(HELD_OUT_KINDS),
+        **({"feature_set": params.feature_set} if v2 else {}),
+        "negative_kinds": list(train_kinds),
+        "held_out_kinds": list(held_out),
         "seed_set_docs": n_extra,
-        "weights": dict(zip(FEATURE_NAMES, [round(float(w), 4) for w in clf.w], strict=True)),
-        "bias": round(clf.b, 4),
+        **_weights_info(clf, names),
         "train_auc_per_kind": auc,
         "positives_kept_at_0.5": round(float((p_pos >= 0.5).mean()), 4) if len(p_pos) else None,
     }

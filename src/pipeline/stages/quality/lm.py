@@ -213,6 +213,8 @@ def fit_texts(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
         num_folds=cfg.lm_folds,
         min_reference_docs=cfg.min_reference_docs,
         max_train_docs=cfg.coherence_train_docs,
+        feature_set=cfg.coherence_features,
+        detector_keep=cfg.coherence_detector_keep,
         max_chars=cfg.max_chars,
         seed=ctx.seed,
     )

@@ -1,0 +1,132 @@
+"""Sentence-scale cohesion features (feature set 2): how a document's sentences hang together.
+
+A Markov walk over a corpus and sentences spliced from a few other documents are fluent inside
+every n-gram window; what they lack is cohesion *between* sentences: real text repeats its
+names and topic words in the next sentence or the one after (lexical cohesion, Halliday &
+Hasan), and its topic drifts slowly. Units are content words in spaced scripts (tokens rarer
+than CONTENT_FREQ in the reference) and, for unspaced scripts (Chinese, Japanese, Thai...), pairs
+of adjacent characters rarer than CJK_CHAR_FREQ each (a word of two characters: names and
+topic nouns; single characters are too common to carry a topic). Segments are sentences, cut
+every SEGMENT_TOKENS tokens so a text without sentence marks still has segments. One lexsort of
+the units per batch; no n-gram window, no pairwise loop. Pure functions of the token arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.quality.ngram import SCRIPTS, Tokens
+
+COHESION_NAMES = (
+    "adjacent_link",
+    "repeat_locality",
+    "unit_repeat",
+    "boundary_gain",
+    "unit_density",
+)
+CONTENT_FREQ = 1e-3  # a spaced-script token rarer than this (share of reference tokens) is content
+CJK_CHAR_FREQ = 3e-3  # an unspaced character rarer than this may start or end a content pair
+SEGMENT_TOKENS = 40  # a sentence longer than this is cut into segments of this many tokens
+LINK_GAP = 2  # adjacent_link: a unit seen 1..LINK_GAP segments back links the segment
+_CJK = SCRIPTS.index("cjk")
+
+
+def cohesion_features(
+    tokens: Tokens,
+    log_uni: np.ndarray,
+    gain: np.ndarray,
+    doc: np.ndarray,
+    starts: np.ndarray,
+    is_end: np.ndarray,
+) -> np.ndarray:
+    """float64 [n, len(COHESION_NAMES)] for the documents of `tokens`; `log_uni` = ln P(token)
+    under the reference unigram model, `gain` = ln P(w | context) − ln P(w), `doc` the document
+    of each token, `starts` each document's first token, `is_end` the sentence-end tokens (all
+    [T] but starts, [n]). Columns:
+
+    - adjacent_link: share of segments after the first that repeat a unit of one of the
+      LINK_GAP segments before them (splices of k documents: ~1/k; real prose: most);
+    - repeat_locality: among units repeated from an earlier segment, the share whose last
+      occurrence is at most LINK_GAP segments back, minus that share for segments in a random
+      order (0: no sentence order, as in shuffled splices and Markov walks);
+    - unit_repeat: share of unit occurrences whose unit occurred in an earlier segment;
+    - boundary_gain: mean context gain of a sentence's first token minus the document's mean
+      gain (the LM sees across the boundary: the words before come from another text in a splice);
+    - unit_density: units per token (a rare-word share: Markov text over a corpus keeps it, salad
+      of common words lowers it; lets the classifier weigh the link features by how many units).
+    Documents with fewer than 2 segments get 0 for the segment features."""
+    n = len(tokens.lengths)
+    out = np.zeros((n, len(COHESION_NAMES)))
+    total = len(tokens.ids)
+    if total == 0:
+        return out
+    idx = np.arange(total, dtype=np.int64)
+    first = np.zeros(total, bool)
+    first[starts[tokens.lengths > 0]] = True
+    # a sentence starts at a document's first token and after every sentence end
+    sent_start = first.copy()
+    sent_start[1:] |= is_end[:-1] & ~first[1:]
+    start_at = np.maximum.accumulate(np.where(sent_start, idx, 0))
+    new_seg = sent_start | ((idx - start_at) % SEGMENT_TOKENS == 0)
+    seg = np.cumsum(new_seg) - 1  # global segment id, contiguous per document
+    num_seg = np.zeros(n, np.int64)
+    last = starts + np.maximum(tokens.lengths, 1) - 1
+    has = tokens.lengths > 0
+    num_seg[has] = seg[last[has]] - seg[starts[has]] + 1
+
+    unit, at = _units(tokens, log_uni, doc, is_end)
+    num_units = np.bincount(doc[at], minlength=n).astype(np.float64)
+    out[:, 4] = num_units / np.maximum(tokens.lengths, 1)
+    if len(unit):
+        d, s = doc[at], seg[at]
+        order = np.lexsort((s, unit, d))
+        d, u, s = d[order], unit[order], s[order]
+        same = np.zeros(len(u), bool)
+        same[1:] = (u[1:] == u[:-1]) & (d[1:] == d[:-1])
+        gap = np.zeros(len(u), np.int64)
+        gap[1:] = s[1:] - s[:-1]
+        gap[~same] = -1
+        back = gap >= 1  # repeated from an earlier segment
+        near = back & (gap <= LINK_GAP)
+        linked = np.zeros(int(seg[-1]) + 1, bool)
+        linked[s[near]] = True
+        seg_doc = np.repeat(np.arange(n), num_seg)
+        num_linked = np.bincount(seg_doc, weights=linked[: len(seg_doc)], minlength=n)
+        multi = num_seg >= 2
+        out[:, 0] = np.where(multi, num_linked / np.maximum(num_seg - 1, 1), 0.0)
+        num_back = np.bincount(d[back], minlength=n).astype(np.float64)
+        num_near = np.bincount(d[near], minlength=n).astype(np.float64)
+        m = num_seg.astype(np.float64)
+        # ordered pairs of distinct segments 1..LINK_GAP apart, over all ordered pairs
+        close = sum(np.maximum(m - g, 0.0) for g in range(1, LINK_GAP + 1))
+        expected = np.where(multi, close / np.maximum(m * (m - 1) / 2, 1.0), 0.0)
+        ok = multi & (num_back > 0)
+        out[:, 1] = np.where(ok, num_near / np.maximum(num_back, 1) - expected, 0.0)
+        out[:, 2] = num_back / np.maximum(num_units, 1.0)
+    # the first token of each sentence but the document's first: context from the sentence before
+    bound = sent_start & ~first
+    num_b = np.bincount(doc[bound], minlength=n).astype(np.float64)
+    g_b = np.bincount(doc[bound], weights=gain[bound], minlength=n)
+    g_all = np.bincount(doc, weights=gain, minlength=n) / np.maximum(tokens.lengths, 1)
+    out[:, 3] = np.where(num_b > 0, g_b / np.maximum(num_b, 1) - g_all, 0.0)
+    out[tokens.lengths == 0] = 0.0
+    return out
+
+
+def _units(
+    tokens: Tokens, log_uni: np.ndarray, doc: np.ndarray, is_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(unit keys uint64 [U], token position of each [U]): content words in spaced-script
+    documents, pairs of rare adjacent characters in unspaced ones (keyed by both hashes)."""
+    cjk_doc = tokens.script[doc] == _CJK
+    word = ~cjk_doc & (log_uni < np.log(CONTENT_FREQ)) & ~is_end
+    rare = cjk_doc & (log_uni < np.log(CJK_CHAR_FREQ)) & ~is_end
+    pair = np.zeros(len(doc), bool)
+    pair[:-1] = rare[:-1] & rare[1:] & (doc[:-1] == doc[1:])
+    at_w = np.flatnonzero(word)
+    at_p = np.flatnonzero(pair)
+    with np.errstate(over="ignore"):
+        keys_p = tokens.ids[at_p] * np.uint64(0x9E3779B97F4A7C15) ^ tokens.ids[at_p + 1]
+    at = np.concatenate([at_w, at_p])
+    keys = np.concatenate([tokens.ids[at_w], keys_p])
+    return keys, at
