@@ -1,5 +1,7 @@
 """The straightforward per-document statistics that pipeline.clean.textstats computed before
 its batch path (issue 27), kept as the reference tests/clean/test_fastpath.py compares with.
+The line statistics come from textstats itself: its per-document line code is unchanged (the
+batch path's fallback), and what the test checks is clean/lines.py against it.
 
 Per-document filter statistics, all from one pass over the text's code points.
 
@@ -35,8 +37,10 @@ from pipeline.clean.charclass import (
     class_counts,
     word_spans,
 )
-from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
+from pipeline.clean.textstats import (  # the per-document line code, still the fallback path
+    _line_stats,
+)
 from pipeline.hashing import GOLDEN64, span_hashes
 
 GOPHER_STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
@@ -249,157 +253,6 @@ def _word_stats(
             out[STAT_INDEX[f"dup_{m}gram_chars_frac"]] = _dup_ngram_chars(g, cum_len, k) / n
         if not repeats and k >= scale * (min(DUP_NGRAMS) - 1):
             break  # no repeated k-gram: no repeated longer one either
-
-
-def logical_lines(text: str) -> tuple[list[str], int]:
-    """(non-empty lines with hard-wrapped paragraphs joined, number of joins).
-
-    A hard-wrapped text (Reuters, mail, Project Gutenberg, verse) breaks its lines at a fixed
-    width, not at sentence ends, so every line rule would judge fragments. The text counts as
-    hard-wrapped when it has >= WRAP_MIN_LINES lines, its wrap width W (the 90th percentile of
-    line lengths) is in [WRAP_MIN_WIDTH, WRAP_MAX_WIDTH], and at least half (and >= 2) of the
-    lines that go on in their paragraph without a terminal mark reach WRAP_FULL * W: a line
-    broken mid-sentence was broken by the wrap, not by the writer. Then such a full line
-    is joined to the next one unless a blank line or a bullet comes between: a line that stops
-    short ended its paragraph (a table row, a heading, a sign-off stays a line of its own).
-    In any text, a short label line (`ROMEO:`, `Q:`) is joined to the line it introduces.
-    """
-    raw = [ln.strip() for ln in text.split("\n")]
-    lines = [ln for ln in raw if ln]
-    # a line "continues" when its paragraph goes on (the next raw line is not blank)
-    cont = [bool(raw[i]) and i + 1 < len(raw) and bool(raw[i + 1]) for i in range(len(raw))]
-    label = [c and _is_label(ln) for c, ln in zip(cont, raw, strict=True)]
-    wrapped_doc = False
-    if len(lines) >= WRAP_MIN_LINES:
-        lens = sorted(map(len, lines))
-        width = lens[(len(lens) - 1) * 9 // 10]
-        full = WRAP_FULL * width
-        if WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
-            open_lines = wrapped = 0  # lines going on in their paragraph with no end mark
-            for i, ln in enumerate(raw):
-                if cont[i] and not ln.endswith(FINEWEB_END):
-                    open_lines += 1
-                    wrapped += len(ln) >= full
-            wrapped_doc = wrapped >= 2 and 2 * wrapped >= open_lines
-    if not wrapped_doc and not any(label):
-        return lines, 0
-    out: list[str] = []
-    joins = 0
-    joining = False
-    for i, ln in enumerate(raw):
-        if not ln:
-            joining = False
-            continue
-        if joining and not ln.startswith(_BULLETS):
-            out[-1] = f"{out[-1]} {ln}"
-            joins += 1
-        else:
-            out.append(ln)
-        joining = label[i] or (
-            wrapped_doc and cont[i] and len(ln) >= full and not ln.endswith(FINEWEB_END)
-        )
-    return out, joins
-
-
-def _is_label(line: str) -> bool:
-    """A speaker or field label heading its paragraph: `ROMEO:`, `First Citizen:`, `Q:`."""
-    return line.endswith(":") and len(line) <= 40 and line.count(" ") < 4
-
-
-def _sentence_ends(line: str, unspaced: bool) -> int:  # unspaced: the dominant script
-    """Sentence ends in a line (v2): runs of . ! ? (and CJK 。！？) followed by a space, a closing
-    quote or bracket or the line's end; in unspaced text also before the next character, and
-    a clause comma or semicolon (not one between digits, not right after another mark)."""
-    if unspaced:
-        return len(_SENT_END_UNSPACED_RE.findall(line))
-    return len(_SENT_END_RE.findall(line))
-
-
-def _c4_stats(
-    text: str,
-    lines: list[str],
-    unspaced: bool,
-    min_words_per_line: int,
-    max_word_length: int,
-    clauses: bool = False,
-) -> tuple[int, int, int]:
-    """C4 (TFDS c4_utils) over the lines it would keep: (sentences, has lorem ipsum, has '{').
-
-    `lines` are logical lines (hard wraps joined). A line is kept when no word exceeds
-    max_word_length, it ends in a terminal mark (not "...") - or it is the text's only
-    paragraph (a one-paragraph review or passage needs no final mark) -, has >=
-    min_words_per_line words and mentions no javascript/policy phrase. Sentences are counted
-    from terminal marks (C4 uses a sentence tokenizer); a MediaWiki `-{zh-hans:…}-` language
-    conversion is not a curly bracket of code.
-    """
-    low = text.lower()
-    check_lorem = "lorem ipsum" in low
-    check_curly = "{" in text
-    check_policy = may_have_boilerplate(low)
-    check_long = len(text) > max_word_length
-    single = len(lines) == 1
-    sentences = lorem = curly = 0
-    for line in lines:
-        ended = line.endswith(C4_END) and not line.endswith("...")
-        if not ended and not single:
-            continue
-        words = line.split()
-        num = len(words)
-        if unspaced:  # count each Han/kana/Thai char as a word
-            num += len(_UNSPACED_CHAR_RE.findall(line)) - sum(
-                1 for w in words if _UNSPACED_CHAR_RE.search(w)
-            )
-        if num < min_words_per_line or (check_long and max(map(len, words)) > max_word_length):
-            continue
-        if check_lorem or check_policy:
-            line_low = line.lower()
-            if check_lorem and "lorem ipsum" in line_low:
-                lorem = 1
-            if check_policy and BOILERPLATE_RE.search(line_low):
-                continue
-        if check_curly and "{" in line and _WIKI_CONV_RE.sub("", line).count("{"):
-            curly = 1
-        sentences += _sentence_ends(line, clauses) + (not ended)
-    return sentences, lorem, curly
-
-
-def _line_stats(
-    text: str, out: np.ndarray, dominant: int, c4_args: tuple[int, int], n_tok: int
-) -> None:
-    n = len(text)
-    # every line rule reads logical lines (hard wraps joined, a label joined to its speech), so
-    # a wrapped paragraph is judged as the one line it is (v2)
-    logical, joins = logical_lines(text)
-    if not logical:
-        return
-    nlog = len(logical)
-    bullets = sum(ln.startswith(_BULLETS) for ln in logical)
-    out[STAT_INDEX["bullet_lines_frac"]] = bullets / nlog
-    # v2: the text's last line may trail off ("..."): only earlier lines count as truncated
-    ellipsis = sum(ln.endswith(("...", "\u2026")) for ln in logical[:-1])
-    out[STAT_INDEX["ellipsis_lines_frac"]] = ellipsis / nlog
-    dup, dup_chars = find_duplicates(logical)  # v2: a wrapped paragraph or a labelled speech
-    out[STAT_INDEX["dup_lines_frac"]] = dup / nlog
-    out[STAT_INDEX["dup_line_chars_frac"]] = dup_chars / n
-    body = n - text.count("\n")
-    out[STAT_INDEX["fineweb_dup_line_chars_frac"]] = dup_chars / body if body else 0.0
-    paras = [p for p in _PARA_SPLIT_RE.split(text.strip()) if p]
-    pdup, pdup_chars = find_duplicates(paras)
-    out[STAT_INDEX["dup_paragraphs_frac"]] = pdup / max(1, len(paras))
-    out[STAT_INDEX["dup_paragraph_chars_frac"]] = pdup_chars / n
-    if nlog == 1:  # one paragraph: its end is a sentence end, mark or not (v2)
-        out[STAT_INDEX["line_punct_frac"]] = 1.0
-    else:
-        out[STAT_INDEX["line_punct_frac"]] = sum(ln.endswith(FINEWEB_END) for ln in logical) / nlog
-    if dominant not in UNSPACED:  # 30 chars of Chinese is a long line, not a short one
-        out[STAT_INDEX["short_lines_frac"]] = sum(len(ln) <= 30 for ln in logical) / nlog
-    if n_tok:
-        out[STAT_INDEX["newlines_per_word"]] = (text.count("\n") - joins) / n_tok
-    unspaced = bool(_UNSPACED_CHAR_RE.search(text)) if not text.isascii() else False
-    s, lorem, curly = _c4_stats(text, logical, unspaced, *c4_args, dominant in UNSPACED)
-    out[STAT_INDEX["c4_sentences"]] = s
-    out[STAT_INDEX["c4_lorem_ipsum"]] = lorem
-    out[STAT_INDEX["c4_curly_bracket"]] = curly
 
 
 def filter_stats(
