@@ -3,25 +3,14 @@ its batch path (issue 27), kept as the reference tests/clean/test_fastpath.py co
 The line statistics come from textstats itself: its per-document line code is unchanged (the
 batch path's fallback), and what the test checks is clean/lines.py against it.
 
-Per-document filter statistics, all from one pass over the text's code points.
-
-Every character gets a class (whitespace, digit, punctuation, symbol, mark, or a letter of a
-script) from one lookup table; words, their lengths and 64-bit content hashes then come from
-numpy array ops, and lines/paragraphs from a few C-level splits. `filter_stats` returns one
-float per name in FILTER_STAT_NAMES; NaN means "does not apply" (e.g. stop words in Chinese) and
-never fails a rule. Words are whitespace tokens, except that each Han/kana/Thai-like character
-is one word. (Not the quality score's statistics: those are pipeline.quality.features.)
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
 from pipeline.clean.charclass import (
     CJ,
-    CYRILLIC,
     DIGIT,
     LATIN,
     MARK,
@@ -38,77 +27,19 @@ from pipeline.clean.charclass import (
     word_spans,
 )
 from pipeline.clean.pii import _URL_RE
-from pipeline.clean.textstats import (  # the per-document line code, still the fallback path
+from pipeline.clean.textstats import (  # shared constants; the per-document line code
+    _NGRAM_COLS,
+    _STRIP,
+    DUP_NGRAMS,
+    GOPHER_STOP_WORDS,
+    NUM_STATS,
+    STAT_INDEX,
+    TOP_NGRAMS,
+    UNSPACED_CHAR_WEIGHT,
+    UNSPACED_NGRAM_SCALE,
     _line_stats,
 )
 from pipeline.hashing import GOLDEN64, span_hashes
-
-GOPHER_STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
-    LATIN: ("the", "be", "to", "of", "and", "that", "have", "with"),
-    CYRILLIC: ("и", "в", "не", "на", "что", "с", "он", "как"),
-}
-_STRIP = ".,;:!?\"'()[]{}\u00ab\u00bb\u201c\u201d\u2018\u2019-"
-_PARA_SPLIT_RE = re.compile(r"\n(?:[^\S\n]*\n)+")
-_UNSPACED_CHAR_RE = re.compile(
-    r"[\u2e80-\u2fdf\u3005-\u3007\u3040-\u30ff\u3100-\u312f\u31f0-"
-    r"\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u0e00-"
-    r"\u0eff\u1000-\u109f\u1780-\u17ff\U00020000-\U0003ffff]"
-)
-_TERM = r"[.!?\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]\u300d\u300f]*"
-_SENT_END_RE = re.compile(_TERM + r"(?=\s|$)")
-# unspaced text: no space follows a mark, and a comma or semicolon after >= 4 characters ends
-# what a spaced language would write as a sentence (Chinese runs clauses on with ，)
-_SENT_END_UNSPACED_RE = re.compile(
-    _TERM + r"(?![0-9])|(?<=[^\s,;\uff0c\uff1b]{4})[,;\uff0c\uff1b](?![0-9])"
-)
-_WIKI_CONV_RE = re.compile(r"-\{[^{}\n]*\}-")  # MediaWiki language conversion -{zh-hans:…}-
-_BULLETS = ("\u2022", "-")
-WRAP_MIN_LINES = 3
-WRAP_MIN_WIDTH = 40  # narrower: menus and lists, never judged as wrapped prose
-WRAP_MAX_WIDTH = 100  # wider lines are soft-wrapped paragraphs, not a fixed-width layout
-WRAP_FULL = 0.6  # a line this share of the wrap width or longer was broken by the wrap
-C4_END = (".", "?", "!", '"', "\u201d", "\u3002", "\uff01", "\uff1f")  # TFDS c4_utils + CJK marks
-FINEWEB_END = (".", "?", "!", '"', "'", "\u201d", "\u2019", "\u3002", "\uff01", "\uff1f", "\u2026")
-UNSPACED_CHAR_WEIGHT = 3  # extra characters an unspaced letter counts for in digit_chars_v2
-UNSPACED_NGRAM_SCALE = 2  # n-gram rules read 2n characters in unspaced scripts (~1.5-2 per word)
-TOP_NGRAMS = (2, 3, 4)
-DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
-
-FILTER_STAT_NAMES = (
-    "num_chars",
-    "num_words",
-    "mean_word_length",
-    "hash_ratio",
-    "ellipsis_ratio",
-    "bullet_lines_frac",
-    "ellipsis_lines_frac",
-    "alpha_words_frac",
-    "stop_words",
-    "non_alnum_chars_frac",
-    "digit_chars_frac",
-    "url_chars_frac",
-    "max_word_length",
-    "script_share",
-    "dup_lines_frac",
-    "dup_paragraphs_frac",
-    "dup_line_chars_frac",
-    "dup_paragraph_chars_frac",
-    *(f"top_{n}gram_chars_frac" for n in TOP_NGRAMS),
-    *(f"dup_{n}gram_chars_frac" for n in DUP_NGRAMS),
-    "c4_sentences",
-    "c4_lorem_ipsum",
-    "c4_curly_bracket",
-    "line_punct_frac",
-    "short_lines_frac",
-    "fineweb_dup_line_chars_frac",
-    "newlines_per_word",
-    "dominant_script",  # index into SCRIPTS; not a filter statistic (for docs_per_script)
-)
-STAT_INDEX = {name: i for i, name in enumerate(FILTER_STAT_NAMES)}
-_NGRAM_COLS = [STAT_INDEX[f"top_{n}gram_chars_frac"] for n in TOP_NGRAMS] + [
-    STAT_INDEX[f"dup_{n}gram_chars_frac"] for n in DUP_NGRAMS
-]
-NUM_STATS = len(FILTER_STAT_NAMES)
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:

@@ -41,7 +41,7 @@ EDGE = [
 
 # the reference's statistics, by name (a column added since, e.g. one another module fills in
 # clean_texts, is not the batch path's to compute: it must stay NaN there)
-_COLS = [textstats.STAT_INDEX[name] for name in ref.FILTER_STAT_NAMES]
+_COLS = [textstats.STAT_INDEX[name] for name in textstats.FILTER_STAT_NAMES]
 
 
 def _same(got: np.ndarray, want: np.ndarray) -> bool:
@@ -77,8 +77,8 @@ def test_sentence_flags_count_what_the_regexes_count(text):
         line = line.strip()
         s = segment([line])
         p, a, b = lines._sentence_marks(s.cp, s.cls, lines._FLAGS[s.cp])
-        assert int(a.sum()) == len(ref._SENT_END_RE.findall(line))
-        assert int(b.sum()) == len(ref._SENT_END_UNSPACED_RE.findall(line))
+        assert int(a.sum()) == len(textstats._SENT_END_RE.findall(line))
+        assert int(b.sum()) == len(textstats._SENT_END_UNSPACED_RE.findall(line))
 
 
 def test_lower_case_table_is_exact_for_stop_words():
