@@ -22,8 +22,8 @@ from pipeline.parts import part_name, write_table
 from pipeline.recipe import apply_overrides, build_recipe
 from pipeline.run.runner import run_recipe
 from pipeline.stage import StageContext, StageInputs
+from pipeline.stages import dedup as dedup_stage
 from pipeline.stages.dedup import DedupConfig
-from pipeline.stages.dedup import run as dedup_run
 from pipeline.stages.pack import PackConfig
 from pipeline.stages.pack import run as pack_run
 
@@ -63,28 +63,38 @@ def make_ctx(
     )
 
 
-def run_dedup_parts(
-    tmp_path: Path, parts: list[pa.Table], workers: int = 1, stage_seed: int = 11, **cfg
+def run_stage_on_parts(
+    tmp_path: Path, parts: list[pa.Table], stage: Any, cfg: Any, workers: int, seed: int, out: str
 ):
-    """The dedup stage on `parts` written to <tmp_path>/in as a download output; returns
-    (StageResult, its out folder <tmp_path>/out-<workers>). `stage_seed` is the runner-derived
-    seed; `seed` in `cfg` is the dedup block's own."""
+    """Stage module `stage` (its `run`) with config `cfg` on `parts` written to <tmp_path>/in as
+    a download output; returns (StageResult, its out folder <tmp_path>/<out>)."""
     for i, t in enumerate(parts):
         write_table(tmp_path / "in" / part_name(i), t)
-    out = tmp_path / f"out-{workers}"
-    out.mkdir()
+    out_dir = tmp_path / out
+    out_dir.mkdir()
     with Executor(workers) as ex:
         ctx = StageContext(
-            name="dedup",
+            name=stage.STAGE.name,
             run_dir=tmp_path,
-            out_dir=out,
-            seed=stage_seed,
+            out_dir=out_dir,
+            seed=seed,
             inputs={"download": StageInputs.from_dir("download", tmp_path / "in")},
             upstream="download",
             executor=ex,
             progress=False,
         )
-        return dedup_run(DedupConfig(**cfg), ctx), out
+        return stage.run(cfg, ctx), out_dir
+
+
+def run_dedup_parts(
+    tmp_path: Path, parts: list[pa.Table], workers: int = 1, stage_seed: int = 11, **cfg
+):
+    """The dedup stage on `parts` (run_stage_on_parts, out folder out-<workers>). `stage_seed`
+    is the runner-derived seed; `seed` in `cfg` is the dedup block's own."""
+    cfg_obj = DedupConfig(**cfg)
+    return run_stage_on_parts(
+        tmp_path, parts, dedup_stage, cfg_obj, workers, stage_seed, f"out-{workers}"
+    )
 
 
 @contextlib.contextmanager

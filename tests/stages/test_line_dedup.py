@@ -9,11 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import run_stage_on_parts
 from pipeline.dedup import lines
-from pipeline.executor import Executor
 from pipeline.inspect import inspect_rejected
-from pipeline.parts import docs_table, part_name, write_table
-from pipeline.stage import StageContext, StageInputs
+from pipeline.parts import docs_table, part_name
 from pipeline.stages import line_dedup
 from pipeline.stages.line_dedup import REASON, LineDedupConfig
 from synth_text import sentence
@@ -32,22 +31,9 @@ def _page(d: int, rng: np.random.Generator, body_lines: int = 6) -> str:
 
 
 def _run(tmp_path, parts: list[pa.Table], workers: int = 1, name: str = "out", **cfg):
-    for i, t in enumerate(parts):
-        write_table(tmp_path / "in" / part_name(i), t)
-    out = tmp_path / name
-    out.mkdir()
-    with Executor(workers) as ex:
-        ctx = StageContext(
-            name="line_dedup",
-            run_dir=tmp_path,
-            out_dir=out,
-            seed=SEED,
-            inputs={"download": StageInputs.from_dir("download", tmp_path / "in")},
-            upstream="download",
-            executor=ex,
-            progress=False,
-        )
-        return line_dedup.run(LineDedupConfig(**cfg), ctx), out
+    return run_stage_on_parts(
+        tmp_path, parts, line_dedup, LineDedupConfig(**cfg), workers, SEED, name
+    )
 
 
 def _parts(texts: list[str], per: int) -> list[pa.Table]:
