@@ -14,7 +14,6 @@ from pipeline.clean.charclass import (
     DIGIT,
     LATIN,
     MARK,
-    NUM_CLASSES,
     OTHER,
     PUNCT,
     SCRIPTS,
@@ -38,6 +37,7 @@ from pipeline.clean.textstats import (  # shared constants; the per-document lin
     UNSPACED_CHAR_WEIGHT,
     UNSPACED_NGRAM_SCALE,
     _line_stats,
+    _script_words,
 )
 from pipeline.hashing import GOLDEN64, span_hashes
 
@@ -106,24 +106,6 @@ def _dup_ngram_chars(g: np.ndarray, cum_len: np.ndarray, n: int) -> int:
                 skipped[c + 1 : c + n] = b"\x01" * (n - 1)
                 break
     return total
-
-
-def _script_words(cls: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]:
-    """(words per script float64 [len(SCRIPTS)], words holding a letter).
-
-    Each word weighs 1, split over scripts by its letters: a Han character and a 9-letter Latin
-    word weigh the same, so a Korean or Chinese page quoting "Prometheus" stays Hangul or CJK,
-    while Cyrillic words with Latin look-alikes ("Утрoм") still lose part of their weight.
-    """
-    letters = np.flatnonzero(cls >= LATIN)
-    tok = np.searchsorted(starts, letters, side="right") - 1  # word of each letter
-    keys, counts = np.unique(tok * NUM_CLASSES + cls[letters], return_counts=True)
-    ktok = keys // NUM_CLASSES
-    first = np.concatenate(([True], ktok[1:] != ktok[:-1]))
-    word_of = np.cumsum(first) - 1
-    frac = counts / np.bincount(word_of, weights=counts)[word_of]
-    per_script = np.bincount(keys % NUM_CLASSES, weights=frac, minlength=NUM_CLASSES)[LATIN:]
-    return per_script, int(first.sum())
 
 
 def _word_stats(
