@@ -2,10 +2,12 @@
 executor tasks (run-folder files and the executor: stage code, not tokenizer/).
 
 Each part's {piece: count} table is written by its own task; tasks then merge `fan_in` files
-at a time (pyarrow group-by, no Python dict) until one level is left, whose merge is split by
-piece among the workers (`shares`), and the driver reads those files for BPE training. The driver never holds a list of per-part tables: it holds file names and,
-at the end, the one merged table the merge loop needs anyway. Sums are exact integers and BPE
-sorts its words, so the result is the same for any grouping, worker count or executor.
+at a time (pyarrow group-by, no Python dict) until at most `fan_in` are left; the last merge is
+split by piece among the workers (`shares`: pieces of one byte length % shares each, disjoint)
+and the driver reads those files for BPE training. The driver never holds a list of per-part
+tables: it holds file names and, at the end, the merged counts the merge loop needs anyway.
+Sums are exact integers and BPE breaks ties by the pair's bytes, so the result is the same for
+any grouping, worker count or executor.
 """
 
 from __future__ import annotations
