@@ -114,7 +114,12 @@ def group_parts(paths: list[Path], kinds: dict[str, str], producer: str) -> list
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
-    return pq.read_table(path, columns=columns)
+    # one file: ParquetFile reads it without importing pyarrow.dataset (0.4-1 s per process);
+    # it skips a missing column silently, so that case keeps read_table's error
+    f = pq.ParquetFile(path)
+    if columns is not None and not set(columns) <= set(f.schema_arrow.names):
+        return pq.read_table(path, columns=columns)
+    return f.read(columns=columns)
 
 
 def num_records(path: Path) -> int | None:

@@ -41,7 +41,8 @@ def save_counts(path: Path, counts: Mapping[str, int]) -> None:
 
 
 def load_counts(path: Path) -> dict[str, int]:
-    table = pq.read_table(path)
+    # ParquetFile, not read_table: the driver skips importing pyarrow.dataset (~0.4 s)
+    table = pq.ParquetFile(path).read()
     pieces = table.column("piece").to_pylist()
     counts = table.column("count").to_pylist()
     return {p.decode("utf-8", "surrogatepass"): c for p, c in zip(pieces, counts, strict=True)}
@@ -59,7 +60,7 @@ class MergeJob:
 def merge_files(job: MergeJob) -> str:
     """Executor task: sum the counts of `job.paths` (of `job.share`'s pieces) into `job.out`."""
     out = job.out
-    table = pa.concat_tables([pq.read_table(p) for p in job.paths])
+    table = pa.concat_tables([pq.ParquetFile(p).read() for p in job.paths])
     j, n = job.share
     if n > 1:
         length = pc.binary_length(table.column("piece")).to_numpy(zero_copy_only=False)
