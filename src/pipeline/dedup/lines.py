@@ -161,7 +161,6 @@ _LEAD = np.zeros(1 << 16, bool)  # (first, second) bytes that may start wide whi
 _LEAD[[w[0] << 8 | w[1] for w in _WIDE_WS]] = True
 _LAST = np.zeros(1 << 16, bool)  # (second last, last) bytes that may end it
 _LAST[[w[-2] << 8 | w[-1] for w in _WIDE_WS]] = True
-_BYTE_KEYS = splitmix64(np.arange(256, dtype=np.uint64) + np.uint64(0x6C696E6564757031))
 _BASE = 0x9E3779B97F4A7C15 | 1  # odd: invertible mod 2^64
 _BASE_INV = pow(_BASE, -1, 1 << 64)
 _LEN_MUL = np.uint64(0xD6E8FEB86659FD93)
@@ -236,43 +235,40 @@ def span_chars(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarr
 
 
 def span_hashes(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A 64-bit key of each span's bytes: uint64 [u]. A polynomial hash over per-byte random
-    keys, sum_j K[b_j] * B^j mod 2^64, from prefix sums (B odd, so B^-start undoes a span's
-    offset), then mixed with the length; ~2^-57 collision odds for two random distinct units,
-    not a cryptographic or adversary-proof key."""
+    """A 64-bit key of each span's bytes: uint64 [u]. A polynomial hash of the bytes,
+    sum_j b_j * B^j mod 2^64, from prefix sums (B odd, so B^-start undoes a span's offset),
+    then mixed with the length; fine for natural text, not a cryptographic or adversary-proof
+    key (strings built to collide mod 2^64 exist, e.g. Thue-Morse ones)."""
     out = np.empty(len(start), np.uint64)
-    if not len(start):
-        return out
     with np.errstate(over="ignore"):
         lo = 0
         while lo < len(start):  # chunks of whole spans, ~CHUNK_BYTES each (bounded memory)
             a = int(start[lo])
             hi = max(lo + 1, int(np.searchsorted(end, a + CHUNK_BYTES, "right")))
-            b = int(end[lo:hi].max())
-            a = min(a, int(start[lo:hi].min()))
-            n = b - a
-            powers = np.full(n + 1, _BASE, np.uint64)
-            powers[0] = 1
-            np.cumprod(powers, out=powers)  # B^i, wrapping
-            prefix = np.zeros(n + 1, np.uint64)
-            np.cumsum(_BYTE_KEYS[data[a:b]] * powers[:n], out=prefix[1:])
+            b = max(int(end[lo:hi].max()), a)
+            powers, inverse = _powers(b - a)
+            prefix = np.zeros(b - a + 1, np.uint64)
+            np.cumsum(powers[: b - a] * data[a:b], out=prefix[1:])
             s, e = start[lo:hi] - a, np.maximum(end[lo:hi], start[lo:hi]) - a
-            inv = _inv_powers(s)
-            h = (prefix[e] - prefix[s]) * inv + (e - s).astype(np.uint64) * _LEN_MUL
+            h = (prefix[e] - prefix[s]) * inverse[s] + (e - s).astype(np.uint64) * _LEN_MUL
             out[lo:hi] = mix64(h, inplace=True)
             lo = hi
     return out
 
 
-def _inv_powers(exp: np.ndarray) -> np.ndarray:
-    """B^-exp mod 2^64 for int64 exponents [u], by square and multiply (wrapping)."""
-    out = np.ones(len(exp), np.uint64)
-    base = np.uint64(_BASE_INV)
-    e = exp.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        while e.any():
-            odd = (e & np.uint64(1)).astype(bool)
-            out[odd] *= base
-            base = base * base
-            e >>= np.uint64(1)
-    return out
+_POWERS: list[np.ndarray] = []  # [B^i, B^-i] for i < a power of two, grown on demand
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B^i and B^-i mod 2^64 for i in [0, n], uint64 (at least n + 1 of each, cached)."""
+    if not _POWERS or len(_POWERS[0]) <= n:
+        size = 1 << max(16, n.bit_length() + 1)
+        pair = []
+        for base in (_BASE, _BASE_INV):
+            arr = np.full(size, base, np.uint64)
+            arr[0] = 1
+            with np.errstate(over="ignore"):
+                np.cumprod(arr, out=arr)
+            pair.append(arr)
+        _POWERS[:] = pair
+    return _POWERS[0], _POWERS[1]
