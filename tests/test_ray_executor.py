@@ -125,7 +125,6 @@ def test_line_dedup_and_decontaminate_on_ray_match_local(tmp_path, ray_cluster, 
     from pydoc_data.topics import topics
 
     from pipeline.run.remote import PER_PROCESS_ENV
-
     from pipeline.stages import line_dedup
 
     monkeypatch.setenv(PER_PROCESS_ENV, "1")
