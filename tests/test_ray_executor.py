@@ -125,8 +125,10 @@ def test_line_dedup_and_decontaminate_on_ray_match_local(tmp_path, ray_cluster, 
     from pydoc_data.topics import topics
 
     from pipeline.run.remote import PER_PROCESS_ENV
+    from pipeline.stages import line_dedup
 
     monkeypatch.setenv(PER_PROCESS_ENV, "1")
+    monkeypatch.setattr(line_dedup, "SMALL_TEXT_BYTES", 0)  # the work-file path, not in-memory
     (tmp_path / "eval.txt").write_text(topics["assert"], encoding="utf-8")
     recipe = tmp_path / "web.yaml"
     recipe.write_text(

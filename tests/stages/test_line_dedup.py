@@ -134,26 +134,37 @@ def test_paragraphs(tmp_path):
 
 
 def test_same_bytes_for_any_worker_count_and_partitioning(tmp_path, monkeypatch):
+    """The small-input path (in memory, one partition) and the partitioned path (work files,
+    2^k partitions) give the same bytes, with 1 or 2 workers."""
     rng = np.random.default_rng(4)
     texts = [_page(d, rng, body_lines=2) for d in range(24)]
     texts[3] = "\n".join(SHARED[:3])
     parts = _parts(texts, 5)
-    _, one = _run(tmp_path, parts, workers=1, name="w1")
+    res1, one = _run(tmp_path, parts, workers=1, name="w1")
+    _, small2 = _run(tmp_path, parts, workers=2, name="s2")
+    monkeypatch.setattr(line_dedup, "SMALL_TEXT_BYTES", 0)  # the partitioned path
     monkeypatch.setattr(line_dedup, "ROWS_PER_PARTITION", 64)  # 2^k hash partitions
     res, two = _run(tmp_path, parts, workers=2, name="w2")
-    assert res.stats["hash_partitions"] > 4
+    assert res1.stats["hash_partitions"] == 1 and res.stats["hash_partitions"] > 4
+    assert res.stats["examples"] == res1.stats["examples"]
     files = sorted(p.relative_to(one) for p in one.rglob("*.parquet"))
-    assert files == sorted(p.relative_to(two) for p in two.rglob("*.parquet"))
     assert any(f.parts[0] == "rejected" for f in files)
-    for f in files:
-        assert (one / f).read_bytes() == (two / f).read_bytes(), f
+    for other in (small2, two):
+        assert files == sorted(p.relative_to(other) for p in other.rglob("*.parquet"))
+        for f in files:
+            assert (one / f).read_bytes() == (other / f).read_bytes(), f
 
 
 def test_split_and_join_round_trip():
     for text in ["", "a", "a\n\n b\n \n\nc\n", "\n\nx\n\n", "l1\nl2\r\nl3\n"]:
         for unit in lines.UNITS:
             assert lines.join_units(lines.split_units(text, unit), unit) == text
-            h, _, counts = lines.unit_hashes([text], unit, 0)
+            h, _, counts = lines.unit_hashes(*lines.utf8_buffers([text]), unit, 0)
+            assert (
+                len(h)
+                == counts.sum()
+                == sum(bool(s.strip()) for s in lines._units(lines.split_units(text, unit), unit))
+            )
             assert lines.remove_units(text, unit, [])[0] == text
 
 

@@ -5,7 +5,9 @@ Pure functions on in-memory texts and arrays; the stage (pipeline.stages.line_de
 a partitioned hash pass: per part, (unit hash, document key) rows sorted by hash; per hash
 partition, the hashes in >= min_docs documents and their first document; per part again, the
 units to remove. A unit is a line (split on "\\n") or a paragraph (split on blank lines); its
-key is xxh3-64 of the unit with surrounding whitespace stripped. Blank units are never removed.
+key is a 64-bit hash of its UTF-8 bytes with surrounding whitespace stripped, computed for all
+units of a part at once in numpy (span_hashes: no Python call per line). Blank units are never
+removed.
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import xxhash
 
 from pipeline.permute import mix64, splitmix64
 
 UNITS = ("line", "paragraph")
 PARAGRAPH_SEP = re.compile(r"(\n(?:[ \t]*\n)+)")  # a blank line (or several) between paragraphs
-_h64 = xxhash.xxh3_64_intdigest
+PARAGRAPH_SEP_BYTES = re.compile(PARAGRAPH_SEP.pattern.encode())  # the same, on UTF-8 bytes
 
 
 def split_units(text: str, unit: str) -> list[str]:
@@ -37,22 +38,29 @@ def _units(pieces: list[str], unit: str) -> list[str]:
 
 
 def unit_hashes(
-    texts: list[str], unit: str, min_chars: int
+    data: np.ndarray, offsets: np.ndarray, unit: str, min_chars: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every candidate unit (stripped, at least max(1, min_chars) characters), in document then
-    unit order: (hash uint64 [m], its index among its document's units int32 [m], units per
-    document int64 [n])."""
+    """Every candidate unit (stripped, at least max(1, min_chars) characters) of the documents
+    data[offsets[d]:offsets[d+1]] (UTF-8 uint8, offsets int64 [n+1]: an Arrow string column's
+    buffers), in document then unit order: (hash uint64 [m], its index among its document's
+    units int32 [m], units per document int64 [n])."""
+    start, end, per_doc = unit_spans(data, offsets, unit)
+    start, end = strip_spans(data, start, end)
     floor = max(1, min_chars)
-    out: list[int] = []
-    where: list[int] = []
-    counts = np.zeros(len(texts), np.int64)
-    for d, text in enumerate(texts):
-        stripped = list(map(str.strip, _units(split_units(text, unit), unit)))
-        idx = [i for i, s in enumerate(stripped) if len(s) >= floor]
-        out += [_h64(stripped[i].encode("utf-8", "surrogatepass")) for i in idx]
-        where += idx
-        counts[d] = len(idx)
-    return np.array(out, np.uint64), np.array(where, np.int32), counts
+    ok = end > start if floor == 1 else span_chars(data, start, end) >= floor
+    first = np.cumsum(per_doc) - per_doc
+    where = (np.arange(len(start)) - np.repeat(first, per_doc)).astype(np.int32)
+    doc_of = np.repeat(np.arange(len(per_doc)), per_doc)
+    counts = np.bincount(doc_of[ok], minlength=len(per_doc)).astype(np.int64)
+    return span_hashes(data, start[ok], end[ok]), where[ok], counts
+
+
+def utf8_buffers(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(data uint8, offsets int64 [n+1]) of `texts`, as an Arrow string column holds them."""
+    raw = [t.encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    return np.frombuffer(b"".join(raw), np.uint8), offsets
 
 
 def doc_keys(first: int, n: int, seed: int) -> np.ndarray:
@@ -138,3 +146,129 @@ def remove_units(text: str, unit: str, drop: list[int]) -> tuple[str, int]:
                 out.append(pieces[i - 1])
             out.append(pieces[i])
     return "".join(out), nbytes
+
+
+# ---------------------------------------------------------------- vectorised unit keys
+
+# Python's str.isspace() set: ASCII bytes, and the UTF-8 forms of the others (2 or 3 bytes)
+_ASCII_WS = np.zeros(256, bool)
+_ASCII_WS[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+_WIDE_WS = [
+    chr(c).encode()
+    for c in (0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
+]
+_LEAD = np.zeros(1 << 16, bool)  # (first, second) bytes that may start wide whitespace
+_LEAD[[w[0] << 8 | w[1] for w in _WIDE_WS]] = True
+_LAST = np.zeros(1 << 16, bool)  # (second last, last) bytes that may end it
+_LAST[[w[-2] << 8 | w[-1] for w in _WIDE_WS]] = True
+_BASE = 0x9E3779B97F4A7C15 | 1  # odd: invertible mod 2^64
+_BASE_INV = pow(_BASE, -1, 1 << 64)
+_LEN_MUL = np.uint64(0xD6E8FEB86659FD93)
+CHUNK_BYTES = 1 << 22  # text bytes hashed per pass: ~7 uint64 arrays of this length (~230 MB)
+
+
+def unit_spans(
+    data: np.ndarray, offsets: np.ndarray, unit: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Byte spans of every unit of the documents data[offsets[d]:offsets[d+1]] (UTF-8 uint8,
+    offsets int64 [n+1]), unstripped, in document then unit order: (start int64 [u], end int64
+    [u], units per document int64 [n]). The same units as split_units."""
+    n = len(offsets) - 1
+    if unit == "line":
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        nl = np.flatnonzero(data[lo:hi] == 10).astype(np.int64) + lo
+        per_doc = np.diff(np.searchsorted(nl, offsets)) + 1
+        # a newline ends a line and starts the next; the document's ends bound the others
+        start = np.sort(np.concatenate([offsets[:-1], nl + 1]), kind="stable")
+        end = np.sort(np.concatenate([nl, offsets[1:]]), kind="stable")
+        return start, end, per_doc.astype(np.int64)
+    starts: list[int] = []
+    ends: list[int] = []
+    per_doc = np.zeros(n, np.int64)
+    buf = memoryview(data)  # paragraphs: the separator regex per document, on bytes
+    for d, (a, b) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)):
+        before, cut = len(starts), a
+        for m in PARAGRAPH_SEP_BYTES.finditer(buf, a, b):
+            starts.append(cut)
+            ends.append(m.start())
+            cut = m.end()
+        starts.append(cut)
+        ends.append(b)
+        per_doc[d] = len(starts) - before
+    return np.array(starts, np.int64), np.array(ends, np.int64), per_doc
+
+
+def strip_spans(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
+    """The spans without their surrounding whitespace, as str.strip() of the decoded text would
+    leave them: (start, end) int64 [u], end <= start for a blank unit."""
+    start, end = start.copy(), end.copy()
+    ws = _ASCII_WS[data]
+    for s, e, step in ((start, end, 1), (end, start, -1)):
+        at = np.flatnonzero(s != e)
+        while len(at):  # peel one ASCII whitespace byte per pass off the units that have one
+            edge = s[at] if step == 1 else s[at] - 1
+            at = at[ws[edge]]
+            s[at] += step
+            at = at[s[at] != e[at]]
+    # rare: non-ASCII whitespace (U+00A0, U+3000, ...) at an edge: exact, in Python
+    wide = np.flatnonzero(end - start >= 2)  # valid UTF-8: wide whitespace is 2-3 bytes
+    wide = wide[_LEAD[_pairs(data, start[wide])] | _LAST[_pairs(data, end[wide] - 2)]]
+    for j in wide.tolist():
+        raw = data[start[j] : end[j]].tobytes()
+        t = raw.decode("utf-8", "surrogatepass")
+        left, right = len(t) - len(t.lstrip()), len(t.rstrip())
+        if left or right < len(t):
+            end[j] = start[j] + len(t[:right].encode("utf-8", "surrogatepass"))
+            start[j] += len(t[:left].encode("utf-8", "surrogatepass"))
+    return start, end
+
+
+def _pairs(data: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The bytes at `at` and `at + 1` as one 16-bit index: int64 [k]."""
+    return data[at].astype(np.int64) << 8 | data[at + 1]
+
+
+def span_chars(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Code points in each span (UTF-8: the bytes that are not continuation bytes): int64 [u]."""
+    lead = np.concatenate([[0], np.cumsum((data & 0xC0) != 0x80, dtype=np.int64)])
+    return lead[np.maximum(end, start)] - lead[start]
+
+
+def span_hashes(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """A 64-bit key of each span's bytes: uint64 [u]. A polynomial hash of the bytes,
+    sum_j b_j * B^j mod 2^64, from prefix sums (B odd, so B^-start undoes a span's offset),
+    then mixed with the length; fine for natural text, not a cryptographic or adversary-proof
+    key (strings built to collide mod 2^64 exist, e.g. Thue-Morse ones)."""
+    out = np.empty(len(start), np.uint64)
+    with np.errstate(over="ignore"):
+        lo = 0
+        while lo < len(start):  # chunks of whole spans, ~CHUNK_BYTES each (bounded memory)
+            a = int(start[lo])
+            hi = max(lo + 1, int(np.searchsorted(end, a + CHUNK_BYTES, "right")))
+            b = max(int(end[lo:hi].max()), a)
+            powers, inverse = _powers(b - a)
+            prefix = np.zeros(b - a + 1, np.uint64)
+            np.cumsum(powers[: b - a] * data[a:b], out=prefix[1:])
+            s, e = start[lo:hi] - a, np.maximum(end[lo:hi], start[lo:hi]) - a
+            h = (prefix[e] - prefix[s]) * inverse[s] + (e - s).astype(np.uint64) * _LEN_MUL
+            out[lo:hi] = mix64(h, inplace=True)
+            lo = hi
+    return out
+
+
+_POWERS: list[np.ndarray] = []  # [B^i, B^-i] for i < a power of two, grown on demand
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B^i and B^-i mod 2^64 for i in [0, n], uint64 (at least n + 1 of each, cached)."""
+    if not _POWERS or len(_POWERS[0]) <= n:
+        size = 1 << max(16, n.bit_length() + 1)
+        pair = []
+        for base in (_BASE, _BASE_INV):
+            arr = np.full(size, base, np.uint64)
+            arr[0] = 1
+            with np.errstate(over="ignore"):
+                np.cumprod(arr, out=arr)
+            pair.append(arr)
+        _POWERS[:] = pair
+    return _POWERS[0], _POWERS[1]

@@ -8,6 +8,8 @@ Three executor maps, memory bounded by a part or a hash partition (never a set o
    >= `min_docs` documents with their first document (`rep-p`);
 3. per part: flag the units to remove, rewrite the texts, drop a changed document left under
    `min_words` (reason `short_after_line_dedup`), write kept and rejected parts.
+A small input (text under SMALL_TEXT_BYTES) skips the work files: map 1 returns its arrays, the
+driver counts (step 2 as one partition) and map 3 gets them; the same outputs, byte for byte.
 Every row is keyed by its global index and the seed, so outputs are byte-identical for any
 worker count or executor. Runs after dedup: see docs/dedup.md ("Line and paragraph dedup").
 """
@@ -38,6 +40,7 @@ from pipeline.stages.dedup import files
 REASON = "short_after_line_dedup"
 WORK_DIR = ".lines"  # work files (rows, hashes, repeated units) in the stage's temp folder
 ROWS_PER_PARTITION = 1 << 23  # (hash, key) rows per reduce task: ~128 MB + its sort
+SMALL_TEXT_BYTES = 1 << 24  # input text (uncompressed) counted in memory: <= ~16 M units, 0.5 GB
 EXAMPLE_CHARS = 120
 
 
@@ -91,66 +94,97 @@ def _enough_words(text: str, floor: int) -> tuple[bool, int]:
     return n >= floor, n
 
 
-def _texts(path: Path) -> list[str]:
+def _text_buffers(path: Path) -> tuple[int, np.ndarray, np.ndarray]:
+    """Part `path`'s text column as (rows, UTF-8 data uint8, offsets int64 [rows+1]): the
+    Arrow buffers themselves (zero copy), never a Python string per document."""
     names = pq.ParquetFile(path).schema_arrow.names
     if "text" not in names:
         raise DataError(str(path), f"column 'text' is missing; columns: {names}")
-    col = read_table(path, columns=["text"]).column("text")
+    col = read_table(path, columns=["text"]).column("text").combine_chunks()
     if col.null_count:
         raise DataError(str(path), f"{col.null_count} rows have a null text")
-    return col.to_pylist()
+    if pa.types.is_large_string(col.type):
+        col = col.cast(pa.large_string())
+        width = np.int64
+    elif pa.types.is_string(col.type):
+        width = np.int32
+    else:
+        raise DataError(str(path), f"column 'text' is {col.type}, expected string")
+    _, off_buf, data_buf = col.buffers()
+    n = len(col)
+    offsets = np.frombuffer(off_buf, width, n + 1, col.offset * np.dtype(width).itemsize)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return n, data, offsets.astype(np.int64)
 
 
-def _hash_part(item: LinePart, cfg: LineDedupConfig, seed: int, work: str) -> dict[str, int]:
+def _hash_part(
+    item: LinePart, cfg: LineDedupConfig, seed: int, work: str, in_memory: bool
+) -> dict[str, Any]:
     """Map 1: `hashes-i` (uint64 [m], text order), `where-i` (each one's unit index in its
     document), `counts-i` (units per document) and `rows-i` ((hash, document key) uint64
-    [2, k], sorted); returns the part's counts."""
-    texts = _texts(item.path)
-    hashes, where, counts = lines.unit_hashes(texts, cfg.unit, cfg.min_chars)
-    keys = lines.doc_keys(item.first, len(texts), seed)
+    [2, k], sorted): saved to `work`, or returned (`arrays`) when `in_memory`; returns the
+    part's counts."""
+    n, data, offsets = _text_buffers(item.path)
+    hashes, where, counts = lines.unit_hashes(data, offsets, cfg.unit, cfg.min_chars)
+    keys = lines.doc_keys(item.first, n, seed)
     rows = lines.part_rows(hashes, counts, keys)
-    _save(work, "hashes", item.index, hashes)
-    _save(work, "where", item.index, where)
-    _save(work, "counts", item.index, counts)
-    _save(work, "rows", item.index, rows)
-    return {"docs": len(texts), "units": len(hashes), "rows": rows.shape[1]}
+    arrays = {"hashes": hashes, "where": where, "counts": counts, "rows": rows}
+    out: dict[str, Any] = {"docs": n, "units": len(hashes), "rows": rows.shape[1]}
+    if in_memory:
+        out["arrays"] = arrays
+    else:
+        for kind, arr in arrays.items():
+            _save(work, kind, item.index, arr)
+    return out
 
 
-def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, bits: int):
-    """Map 2: the hashes of partition `p` in >= min_docs documents -> `rep-p` (hash, first
-    key); returns their number and the `num_examples` most repeated as (documents, hash)."""
-    got = [lines.slice_partition(files.load(work, "rows", i), p, bits) for i in range(num_parts)]
-    rows = np.concatenate([np.zeros((2, 0), np.uint64), *got], axis=1)
-    del got
+def _count(rows: np.ndarray, cfg: LineDedupConfig) -> tuple[np.ndarray, dict[str, Any]]:
+    """Step 2 on rows uint64 [2, k] (one partition's, from every part): `rep` (hash, first
+    key) and the number repeated with the `num_examples` most repeated as (documents, hash)."""
     rep, docs = lines.repeated(rows, cfg.min_docs)
-    _save(work, "rep", p, rep)
     top = np.lexsort((rep[0], -docs))[: cfg.num_examples]
-    return {
+    return rep, {
         "repeated": rep.shape[1],
         "top": [(int(docs[j]), int(rep[0][j])) for j in top.tolist()],
     }
 
 
-def _part_removals(work: str, index: int, first: int, seed: int, bits: int) -> tuple:
-    """Part `index`'s candidate hashes uint64 [m], their document int64 [m] and removal flags
-    bool [m], looked up in each hash partition's `rep` file."""
-    hashes = _load(work, "hashes", index)
-    counts = _load(work, "counts", index)
+def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, bits: int):
+    """Map 2: the hashes of partition `p` in >= min_docs documents -> `rep-p`; returns _count's
+    summary."""
+    got = [lines.slice_partition(files.load(work, "rows", i), p, bits) for i in range(num_parts)]
+    rows = np.concatenate([np.zeros((2, 0), np.uint64), *got], axis=1)
+    del got
+    rep, summary = _count(rows, cfg)
+    _save(work, "rep", p, rep)
+    return summary
+
+
+def _part_removals(
+    work: str, index: int, first: int, seed: int, bits: int, small: dict | None
+) -> tuple:
+    """Part `index`'s candidate hashes uint64 [m], their document int64 [m], units per document
+    int64 [n], unit indices int32 [m] and removal flags bool [m], looked up in each hash
+    partition's `rep` file (or, for a small input, in `small`: the part's arrays and `rep`)."""
+    arr = small if small is not None else {k: _load(work, k, index) for k in ("hashes", "counts")}
+    hashes, counts = arr["hashes"], arr["counts"]
+    where = small["where"] if small is not None else _load(work, "where", index)
     doc_of = np.repeat(np.arange(len(counts)), counts)
     unit_keys = lines.doc_keys(first, len(counts), seed)[doc_of]
-    if bits == 0:
-        return hashes, doc_of, counts, lines.removable(hashes, unit_keys, _load(work, "rep", 0))
+    if small is not None or bits == 0:
+        rep = small["rep"] if small is not None else _load(work, "rep", 0)
+        return hashes, doc_of, counts, where, lines.removable(hashes, unit_keys, rep)
     drop = np.zeros(len(hashes), bool)
     part_of = hashes >> np.uint64(64 - bits)
     for p in np.unique(part_of).tolist():
         sel = np.flatnonzero(part_of == p)
         # memory-mapped: every part reads each partition's file, the page cache shares it
         drop[sel] = lines.removable(hashes[sel], unit_keys[sel], files.load(work, "rep", p))
-    return hashes, doc_of, counts, drop
+    return hashes, doc_of, counts, where, drop
 
 
 def _apply_part(
-    item: LinePart,
+    task: tuple[LinePart, dict | None],
     cfg: LineDedupConfig,
     seed: int,
     work: str,
@@ -158,12 +192,16 @@ def _apply_part(
     bits: int,
     shown: frozenset,
 ) -> dict[str, Any]:
-    """Map 3: rewrite part `index`'s texts, write kept and rejected rows; returns counts and
-    the text of the example hashes `shown` this part holds."""
+    """Map 3 on (part, its arrays and `rep` for a small input, else None): rewrite the part's
+    texts, write kept and rejected rows; returns counts and the text of the example hashes
+    `shown` this part holds."""
+    item, small = task
     table = read_table(item.path)
     col = table.column("text").combine_chunks()  # Python strings only for changed documents
     n = len(col)
-    hashes, doc_of, counts, drop = _part_removals(work, item.index, item.first, seed, bits)
+    hashes, doc_of, counts, where, drop = _part_removals(
+        work, item.index, item.first, seed, bits, small
+    )
     ends = np.cumsum(counts)
     starts = ends - counts
     changed_docs = np.flatnonzero(np.bincount(doc_of[drop], minlength=n))
@@ -171,7 +209,6 @@ def _apply_part(
     removed = np.zeros(n, np.int64)
     words = np.zeros(n, np.int64)
     new_texts, nbytes = [], 0
-    where = _load(work, "where", item.index)
     for d in changed_docs.tolist():
         lo, hi = int(starts[d]), int(ends[d])
         gone = where[lo:hi][drop[lo:hi]].tolist()
@@ -229,25 +266,47 @@ def _examples(
     return out
 
 
+def _footer(path: Path) -> tuple[int, int]:
+    """(rows, uncompressed bytes of the text column) of a part, from its Parquet footer."""
+    meta = pq.ParquetFile(path).metadata
+    cols = [j for j in range(meta.num_columns) if meta.schema.column(j).path == "text"]
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    return meta.num_rows, sum(g.column(j).total_uncompressed_size for g in groups for j in cols)
+
+
 def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
     if not ctx.input_parts:
         raise DataError(str(ctx.run_dir), "line_dedup needs an upstream stage with document parts")
     parts = list(ctx.input_parts)
-    sizes = [pq.ParquetFile(p).metadata.num_rows for p in parts]
+    footers = [_footer(p) for p in parts]
+    sizes = [rows for rows, _ in footers]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
     work = ctx.out_dir / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     items = [LinePart(i, p, offsets[i]) for i, p in enumerate(parts)]
-    fn = functools.partial(_hash_part, cfg=cfg, seed=ctx.seed, work=str(work))
+    small = sum(nbytes for _, nbytes in footers) <= SMALL_TEXT_BYTES
+    fn = functools.partial(_hash_part, cfg=cfg, seed=ctx.seed, work=str(work), in_memory=small)
     mapped = ctx.executor.map(fn, items, desc="line_dedup: hash")
     for i, m in enumerate(mapped):
         if m["docs"] != sizes[i]:
             raise DataError(str(parts[i]), "row count changed while reading")
-    bits = lines.partition_bits(sum(m["rows"] for m in mapped), ROWS_PER_PARTITION)
-    fn = functools.partial(
-        _reduce_partition, cfg=cfg, work=str(work), num_parts=len(parts), bits=bits
-    )
-    reduced = ctx.executor.map(fn, list(range(1 << bits)), desc="line_dedup: count")
+    if small:  # one partition, counted here: no work files
+        bits = 0
+        rep, summary = _count(
+            np.concatenate(
+                [np.zeros((2, 0), np.uint64), *(m["arrays"]["rows"] for m in mapped)], axis=1
+            ),
+            cfg,
+        )
+        reduced = [summary]
+        tasks = [(it, {**m.pop("arrays"), "rep": rep}) for it, m in zip(items, mapped, strict=True)]
+    else:
+        bits = lines.partition_bits(sum(m["rows"] for m in mapped), ROWS_PER_PARTITION)
+        fn = functools.partial(
+            _reduce_partition, cfg=cfg, work=str(work), num_parts=len(parts), bits=bits
+        )
+        reduced = ctx.executor.map(fn, list(range(1 << bits)), desc="line_dedup: count")
+        tasks = [(it, None) for it in items]
     top = heapq.nsmallest(
         cfg.num_examples, [(-c, h) for r in reduced for c, h in r["top"]]
     )  # most documents first, ties by hash: the same for any partitioning
@@ -260,7 +319,7 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
         bits=bits,
         shown=frozenset(h for _, h in top),
     )
-    results = ctx.executor.map(fn, items, desc="line_dedup: write")
+    results = ctx.executor.map(fn, tasks, desc="line_dedup: write")
     shutil.rmtree(work, ignore_errors=True)  # work files: not stage outputs
     texts: dict[int, str] = {}
     for r in results:  # the first part holding an example gives its text
@@ -285,4 +344,4 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
 
-STAGE = Stage("line_dedup", LineDedupConfig, run, version="1", needs=("download",))
+STAGE = Stage("line_dedup", LineDedupConfig, run, version="2", needs=("download",))
