@@ -1,4 +1,4 @@
-"""Per-document cost of the quality stage's scoring pass, coherence feature set 1 vs 2.
+"""Per-document cost of the quality stage's scoring pass, coherence feature sets 1, 2, 3.
 
 The stage's fixed costs (the self reference's draw, the LM fit, the classifiers) are bounded by
 reference_max_chars and coherence_train_docs, so on a large corpus the per-document cost is the
@@ -39,11 +39,12 @@ def main() -> None:
     texts = [r["text"] for r in rows]
     keys = text_keys(texts)
     scorers = {}
-    for k in (1, 2):
+    for k in (1, 2, 3):
         sc, ref = fit_lm(texts, keys, LMParams(seed=0, feature_set=k))
         fit_classifiers(sc, ref, None)
         scorers[k] = sc
-    times: dict[str, list[float]] = {"features_1": [], "features_2": [], "stats": []}
+    times: dict[str, list[float]] = {"features_1": [], "features_2": [], "features_3": []}
+    times["stats"] = []
     for _ in range(args.repeats):  # interleaved: load drifts hit both alike
         for k, sc in scorers.items():
             t0 = time.process_time()
@@ -60,13 +61,17 @@ def main() -> None:
         "mb": round(sum(map(len, texts)) / 1e6, 2),
         "cpu_seconds_median": {k: round(v, 3) for k, v in med.items()},
         "docs_per_cpu_s": {
-            "lm_scoring_set_1": round(n / med["features_1"], 1),
-            "lm_scoring_set_2": round(n / med["features_2"], 1),
-            "scoring_pass_set_1": round(n / (med["features_1"] + med["stats"]), 1),
-            "scoring_pass_set_2": round(n / (med["features_2"] + med["stats"]), 1),
+            **{f"lm_scoring_set_{k}": round(n / med[f"features_{k}"], 1) for k in scorers},
+            **{
+                f"scoring_pass_set_{k}": round(n / (med[f"features_{k}"] + med["stats"]), 1)
+                for k in scorers
+            },
         },
         "set_2_extra_cpu_share": round(
             float(np.float64(med["features_2"]) / med["features_1"] - 1), 3
+        ),
+        "set_3_extra_cpu_share_over_set_2": round(
+            float(np.float64(med["features_3"]) / med["features_2"] - 1), 3
         ),
     }
     path = ROOT / "outputs" / "benchmarks" / "coherence_speed.json"

@@ -102,3 +102,38 @@ def test_detector_keep_raises_biases_until_that_share_of_positives_passes():
         fold = fold_of(ref.rows, scorer.lm.num_folds, params.seed)  # as the fit scored them
         kept[keep] = float((clf.predict(doc_features(scorer.lm, ref.tokens, fold)) >= 0.5).mean())
     assert kept[0.98] >= max(kept[0.5], 0.94)
+
+
+def test_segment_gain_spread_and_seam_jump_worked_example():
+    """Set 3. Document 0: three sentences "a b ." with per-token gains 1, 3, 1 per sentence:
+    segment means 1, 3, 1 -> std sqrt(8/9), mean |jump| 2, seam_gain_jump 2 / (std + 0.1).
+    Document 1: one sentence -> both 0. Document 2: equal gains -> std 0, jump 0."""
+    from pipeline.quality.cohesion import COHESION_NAMES_V3, segment_features
+
+    words = [["a", "b", "."] * 3, ["a", "b", "."], ["a", "b", "."] * 2]
+    flat = [w for d in words for w in d]
+    ids = np.array([token_hash(w) for w in flat], np.uint64)
+    lengths = np.array([len(d) for d in words], np.int64)
+    toks = Tokens(ids, lengths, np.zeros(3, np.int8))
+    gain = np.array([1.0] * 3 + [3.0] * 3 + [1.0] * 3 + [5.0] * 3 + [2.0] * 6)
+    doc = np.repeat(np.arange(3), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)])[:-1]
+    is_end = np.isin(ids, sentence_end_hashes())
+    f = segment_features(toks, gain, doc, starts, is_end)
+    std = np.sqrt(8 / 9)
+    assert COHESION_NAMES_V3 == ("segment_gain_std", "seam_gain_jump")
+    assert f[0] == pytest.approx([std, 2.0 / (std + 0.1)])
+    assert f[1].tolist() == [0.0, 0.0]
+    assert f[2] == pytest.approx([0.0, 0.0])
+
+
+def test_feature_set_3_extends_set_2_without_moving_its_columns():
+    """Set 3's first columns are set 2's, value for value, on the same documents and model."""
+    texts = docs(40, 3)
+    scorer, _ = fit_lm(texts, np.arange(40), LMParams(min_reference_docs=10))
+    toks = tokenize(texts, 10_000)
+    fold = np.arange(40) % scorer.lm.num_folds
+    two, three = (doc_features(scorer.lm, toks, fold, k) for k in (2, 3))
+    assert three.shape[1] == len(FEATURE_SETS[3]) == two.shape[1] + 2
+    np.testing.assert_array_equal(three[:, : two.shape[1]], two)
+    assert np.isfinite(three).all() and (three[:, -2] >= 0).all()

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.permute import mix64
-from pipeline.quality.cohesion import COHESION_NAMES, cohesion_features
+from pipeline.quality.cohesion import (
+    COHESION_NAMES,
+    COHESION_NAMES_V3,
+    cohesion_features,
+    segment_features,
+)
 from pipeline.quality.corrupt import sentence_end_hashes
 from pipeline.quality.ngram import NgramLM, Tokens
 
@@ -40,9 +45,14 @@ FEATURE_NAMES_V1 = (
     "halves_shared",
 )
 # Feature sets (`quality.coherence_features`): 1 = the 12 n-gram and document-scale features
-# above; 2 = those + the sentence-scale cohesion of quality/cohesion.py. The first columns
-# never move, so an index into FEATURE_NAMES holds for every set.
-FEATURE_SETS = {1: FEATURE_NAMES_V1, 2: FEATURE_NAMES_V1 + COHESION_NAMES}
+# above; 2 = those + the sentence-scale cohesion of quality/cohesion.py; 3 = set 2 + the
+# per-segment gain spread and seam jumps (cohesion.segment_features). The first columns never
+# move, so an index into FEATURE_NAMES holds for every set.
+FEATURE_SETS = {
+    1: FEATURE_NAMES_V1,
+    2: FEATURE_NAMES_V1 + COHESION_NAMES,
+    3: FEATURE_NAMES_V1 + COHESION_NAMES + COHESION_NAMES_V3,
+}
 FEATURE_NAMES = FEATURE_SETS[2]
 COMMON_COUNT = 20  # a word seen this often in the reference is "common" (see common_pair_*)
 BLOCK_TOKENS = 32  # block window; a document's last partial block joins the one before
@@ -89,7 +99,10 @@ def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray, feature_set: int
     out[:, 10], out[:, 11] = _document_scale(tokens, doc, starts, uni)
     if feature_set >= 2:
         is_end = np.isin(tokens.ids, sentence_end_hashes())
-        out[:, 12:] = cohesion_features(tokens, lu, gain, doc, starts, is_end)
+        c2 = 12 + len(COHESION_NAMES)
+        out[:, 12:c2] = cohesion_features(tokens, lu, gain, doc, starts, is_end)
+        if feature_set >= 3:
+            out[:, c2:] = segment_features(tokens, gain, doc, starts, is_end)
     out[tokens.lengths == 0] = 0.0
     return out
 

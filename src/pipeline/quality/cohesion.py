@@ -130,3 +130,49 @@ def _units(
     at = np.concatenate([at_w, at_p])
     keys = np.concatenate([tokens.ids[at_w], keys_p])
     return keys, at
+
+
+# Feature set 3 (`quality.coherence_features: 3`): set 2 + how the LM's per-segment score moves
+# across the document. Real text keeps one register; sentences spliced from several documents
+# jump between registers at the seams, and a Markov walk's segments are uniformly middling.
+COHESION_NAMES_V3 = ("segment_gain_std", "seam_gain_jump")
+
+
+def segment_features(
+    tokens: Tokens, gain: np.ndarray, doc: np.ndarray, starts: np.ndarray, is_end: np.ndarray
+) -> np.ndarray:
+    """float64 [n, len(COHESION_NAMES_V3)], segments as in cohesion_features. Columns:
+
+    - segment_gain_std: standard deviation over a document's segments of their mean context
+      gain (per-sentence LM score variance);
+    - seam_gain_jump: mean absolute change of the segment mean gain from one segment to the
+      next, divided by segment_gain_std + 0.1 (a splice changes at its seams, real text drifts).
+    Documents with fewer than 2 segments get 0."""
+    n = len(tokens.lengths)
+    out = np.zeros((n, len(COHESION_NAMES_V3)))
+    total = len(tokens.ids)
+    if total == 0:
+        return out
+    idx = np.arange(total, dtype=np.int64)
+    first = np.zeros(total, bool)
+    first[starts[tokens.lengths > 0]] = True
+    sent_start = first.copy()
+    sent_start[1:] |= is_end[:-1] & ~first[1:]
+    start_at = np.maximum.accumulate(np.where(sent_start, idx, 0))
+    new_seg = sent_start | ((idx - start_at) % SEGMENT_TOKENS == 0)
+    seg = np.cumsum(new_seg) - 1
+    num = int(seg[-1]) + 1
+    cnt = np.bincount(seg, minlength=num).astype(np.float64)
+    m = np.bincount(seg, weights=gain, minlength=num) / np.maximum(cnt, 1.0)
+    seg_doc = doc[new_seg]  # each segment's document (segments are contiguous per document)
+    num_seg = np.bincount(seg_doc, minlength=n).astype(np.float64)
+    mean = np.bincount(seg_doc, weights=m, minlength=n) / np.maximum(num_seg, 1.0)
+    var = np.bincount(seg_doc, weights=(m - mean[seg_doc]) ** 2, minlength=n)
+    std = np.sqrt(var / np.maximum(num_seg, 1.0))
+    same = seg_doc[1:] == seg_doc[:-1]
+    jump = np.bincount(seg_doc[1:][same], weights=np.abs(np.diff(m))[same], minlength=n)
+    multi = num_seg >= 2
+    out[:, 0] = np.where(multi, std, 0.0)
+    out[:, 1] = np.where(multi, jump / np.maximum(num_seg - 1, 1.0) / (std + 0.1), 0.0)
+    out[tokens.lengths == 0] = 0.0
+    return out

@@ -78,10 +78,17 @@ class QualityConfig:
     )
     coherence_train_docs: int = bounded(4_000, ge=4, doc="positives + negatives, seeded sample")
     coherence_features: int = bounded(
-        2, ge=1, le=2, doc="feature set: 2 = + sentence cohesion, one detector per junk family"
+        2,
+        ge=1,
+        le=3,
+        doc="feature set: 2 = + sentence cohesion, one detector per junk family;"
+        " 3 = + per-segment LM gain spread and seam jumps",
     )
     coherence_detector_keep: float = bounded(
-        0.98, gt=0.0, lt=1.0, doc="set 2: each detector's bias passes at least this reference share"
+        0.98,
+        gt=0.0,
+        lt=1.0,
+        doc="sets 2-3: each detector's bias passes at least this reference share",
     )
     max_perplexity: float | None = option(None, "also drop documents above this LM perplexity")
     perplexity_buckets: bool = option(False, "add CCNet's head/middle/tail `lm_bucket` column")
