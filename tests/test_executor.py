@@ -226,3 +226,33 @@ def test_map_beside_raises_the_background_error(workers):
 
     with Executor(workers) as ex, pytest.raises(ValueError, match="fit failed"):
         ex.map_beside(_pid_of, [0, 1], background)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_start_beside_spans_maps_and_chains(workers):
+    """start_beside: with 2 workers the work starts at once in a thread of this process and
+    runs across the maps until its result is asked for; a second one may wait on the first's
+    result. With 1 worker each runs here when first asked for (the serial order), once; an
+    error is raised by result(), each time it is asked."""
+    order: list[str] = []
+    started = threading.Event()
+
+    def first() -> int:
+        order.append(f"first on main {threading.current_thread() is threading.main_thread()}")
+        started.set()
+        return 3
+
+    with Executor(workers) as ex:
+        one = ex.start_beside(first)
+        two = ex.start_beside(lambda: one.result() * 2)
+        bad = ex.start_beside(lambda: 1 // 0)
+        pids = ex.map(_pid_of, [0, 1])
+        # 2 workers: it runs without being asked (no result() yet); 1: not before it is
+        assert started.wait(30) if workers == 2 else not started.is_set()
+        pids += ex.map(_pid_of, [2, 3])
+        assert two.result() == 6 and one.result() == 3
+        for _ in range(2):
+            with pytest.raises(ZeroDivisionError):
+                bad.result()
+    assert order == [f"first on main {workers == 1}"]
+    assert (os.getpid() in pids) == (workers == 1)

@@ -5,7 +5,7 @@ Results come back in item order whatever the worker count or executor, so a stag
 depends only on part i, its config and its seed writes the same bytes for any `workers`.
 
 `BaseExecutor` is the one interface of every executor (the runner and the stages use nothing
-else): `map`, `map_beside`, `bind`, `check_shared`, `abort`, `close`, `workers`,
+else): `map`, `map_beside`, `start_beside`, `bind`, `check_shared`, `abort`, `close`, `workers`,
 `remote_nodes`. While the runner has bound a stage's ledger (pipeline.run.resume), tasks that
 write part files are recorded as they finish and a re-run after a crash returns their recorded
 results instead; while it has bound a sync (pipeline.run.remote, a URL run folder on remote
@@ -23,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pipeline.io import pid_alive
 from pipeline.progress import Progress
@@ -127,6 +127,17 @@ class BaseExecutor(ABC):
             raise box["error"]
         return results, box["value"]
 
+    def start_beside(self, background: Callable[[], B], threaded: bool | None = None) -> Beside[B]:
+        """Start the driver's own serial work `background()` now, in a thread of this process,
+        beside every map the driver runs until it asks for the result (`Beside.result()`):
+        unlike `map_beside` it may span several maps, and a chain of such work may depend on
+        an earlier one's result. `threaded` (default: more than one worker) False: it runs
+        inline, when its result is first asked for, the serial order. Like `map_beside`'s,
+        `background` must not use the executor nor share mutable state with the tasks."""
+        if threaded is None:
+            threaded = self.workers > 1
+        return Beside(background, threaded)
+
     def _synced_map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
         sync = self._sync
         if sync is None or not items:
@@ -157,6 +168,36 @@ class BaseExecutor(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Beside(Generic[B]):
+    """Work started by `BaseExecutor.start_beside`: `result()` waits for it (or, not threaded,
+    runs it) and returns its value or raises its error, the same every time it is asked."""
+
+    def __init__(self, fn: Callable[[], B], threaded: bool):
+        self._fn: Callable[[], B] | None = fn
+        self._box: dict[str, Any] = {}
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, name="beside", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        fn, self._fn = self._fn, None
+        assert fn is not None
+        try:
+            self._box["value"] = fn()
+        except BaseException as exc:  # raised by result(), in the thread that asks
+            self._box["error"] = exc
+
+    def result(self) -> B:
+        if self._thread is not None:
+            self._thread.join()
+        elif self._fn is not None:
+            self._run()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
 
 
 class Executor(BaseExecutor):

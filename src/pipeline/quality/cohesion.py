@@ -60,15 +60,7 @@ def cohesion_features(
     total = len(tokens.ids)
     if total == 0:
         return out
-    idx = np.arange(total, dtype=np.int64)
-    first = np.zeros(total, bool)
-    first[starts[tokens.lengths > 0]] = True
-    # a sentence starts at a document's first token and after every sentence end
-    sent_start = first.copy()
-    sent_start[1:] |= is_end[:-1] & ~first[1:]
-    start_at = np.maximum.accumulate(np.where(sent_start, idx, 0))
-    new_seg = sent_start | ((idx - start_at) % SEGMENT_TOKENS == 0)
-    seg = np.cumsum(new_seg) - 1  # global segment id, contiguous per document
+    new_seg, seg, bound = _segments(tokens, starts, is_end)
     num_seg = np.zeros(n, np.int64)
     last = starts + np.maximum(tokens.lengths, 1) - 1
     has = tokens.lengths > 0
@@ -104,7 +96,6 @@ def cohesion_features(
         out[:, 1] = np.where(ok, num_near / np.maximum(num_back, 1) - expected, 0.0)
         out[:, 2] = num_back / np.maximum(num_units, 1.0)
     # the first token of each sentence but the document's first: context from the sentence before
-    bound = sent_start & ~first
     num_b = np.bincount(doc[bound], minlength=n).astype(np.float64)
     g_b = np.bincount(doc[bound], weights=gain[bound], minlength=n)
     g_all = np.bincount(doc, weights=gain, minlength=n) / np.maximum(tokens.lengths, 1)
@@ -138,6 +129,22 @@ def _units(
 COHESION_NAMES_V3 = ("segment_gain_std", "seam_gain_jump")
 
 
+def _segments(tokens: Tokens, starts: np.ndarray, is_end: np.ndarray):
+    """(new_seg, seg, bound) over every token: new_seg marks a segment's first token, seg is the
+    global segment id (contiguous per document), bound marks each sentence's first token but the
+    document's first. A segment is a sentence, cut every SEGMENT_TOKENS tokens."""
+    total = len(tokens.ids)
+    idx = np.arange(total, dtype=np.int64)
+    first = np.zeros(total, bool)
+    first[starts[tokens.lengths > 0]] = True
+    # a sentence starts at a document's first token and after every sentence end
+    sent_start = first.copy()
+    sent_start[1:] |= is_end[:-1] & ~first[1:]
+    start_at = np.maximum.accumulate(np.where(sent_start, idx, 0))
+    new_seg = sent_start | ((idx - start_at) % SEGMENT_TOKENS == 0)
+    return new_seg, np.cumsum(new_seg) - 1, sent_start & ~first
+
+
 def segment_features(
     tokens: Tokens, gain: np.ndarray, doc: np.ndarray, starts: np.ndarray, is_end: np.ndarray
 ) -> np.ndarray:
@@ -153,14 +160,7 @@ def segment_features(
     total = len(tokens.ids)
     if total == 0:
         return out
-    idx = np.arange(total, dtype=np.int64)
-    first = np.zeros(total, bool)
-    first[starts[tokens.lengths > 0]] = True
-    sent_start = first.copy()
-    sent_start[1:] |= is_end[:-1] & ~first[1:]
-    start_at = np.maximum.accumulate(np.where(sent_start, idx, 0))
-    new_seg = sent_start | ((idx - start_at) % SEGMENT_TOKENS == 0)
-    seg = np.cumsum(new_seg) - 1
+    new_seg, seg, _ = _segments(tokens, starts, is_end)
     num = int(seg[-1]) + 1
     cnt = np.bincount(seg, minlength=num).astype(np.float64)
     m = np.bincount(seg, weights=gain, minlength=num) / np.maximum(cnt, 1.0)

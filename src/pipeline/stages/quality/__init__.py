@@ -161,13 +161,15 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         bias=cfg.heuristic_bias,
     )
     fitted: lm.LMResult | None = None
-    if lm_ran:  # the fold LMs fit on the reference in the driver while the workers scan
-        texts = lm.reference_texts(cfg, ctx)
-        fit = functools.partial(lm.fit_to_score, cfg, ctx, texts)
-        scans, fitted = ctx.executor.map_beside(fn, _scan_items(parts), fit, "quality stats")
-        del texts, fit
-    else:
-        scans = ctx.executor.map(fn, _scan_items(parts), desc="quality stats")
+    fits: lm.Fits | None = None
+    # the seed set teaches coherence too; clean's rejects do not (they are short or
+    # boilerplate, not incoherent, and would teach the classifier a domain)
+    extra = classifier.read_seed_set(cfg.seed_set_path) if lm_ran and cfg.seed_set_path else None
+    if lm_ran:  # the fits run in the driver while the workers scan, then score (lm.start_fits)
+        fits = lm.start_fits(cfg, ctx, lm.reference_texts(cfg, ctx), extra)
+    scans = ctx.executor.map(fn, _scan_items(parts), desc="quality stats")
+    if fits is not None:
+        fitted = fits.lm.result()
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in scans])]).astype(np.int64)
     n_ok = sum(s["ok"] for s in scans)
     unspaced = sum(s["unspaced"] for s in scans)
@@ -176,17 +178,14 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     names = ["heuristic"]
     lm_sizes: dict[str, Any] | None = None
     lm_info: dict[str, Any] = {"status": "not_used"}
-    if fitted is not None:
-        # the seed set teaches coherence too; clean's rejects do not (they are short or
-        # boilerplate, not incoherent, and would teach the classifier a domain)
-        extra = classifier.read_seed_set(cfg.seed_set_path) if cfg.seed_set_path else None
+    if fitted is not None and fits is not None:
         if fitted.scorer is not None:
-            lm_sizes = lm.score_all(ctx, fitted, cfg.max_chars, extra, folder)
+            lm_sizes = lm.score_all(ctx, fitted, fits.classifiers, cfg.max_chars, folder)
             names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
             names.append("combined")
         lm_info = {**fitted.info, "heuristic_not_applied_unspaced_docs": unspaced}
-        del fitted
+        del fitted, fits
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
 

@@ -2,8 +2,9 @@
 coherence classifiers on it, write them to `lm.npz`, and score every part with them.
 
 I/O glue around the pure cores (reference, lmscore, lmfile); the stage (stages/quality/__init__.py)
-calls `reference_texts` and `fit_texts` once on the driver (the fit beside its stats pass,
-`fit_coherence` beside the scoring pass: BaseExecutor.map_beside) and `score_part` over its parts.
+calls `reference_texts` and `start_fits` once on the driver (the LM fit, then the classifiers'
+fit, in driver threads beside its stats and scoring passes: BaseExecutor.start_beside) and
+`score_part` over its parts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
+from pipeline.executor import Beside
 from pipeline.io import atomic_write_bytes
 from pipeline.parts import read_table
 from pipeline.permute import splitmix64
@@ -265,6 +267,34 @@ def fit_coherence(lm: LMResult, extra: tuple | None) -> dict[int, Coherence]:
     return lm.scorer.classifiers
 
 
+@dataclass
+class Fits:
+    """The driver's fits, started beside the stage's maps (BaseExecutor.start_beside): `lm`
+    the fold LMs (then the scorer file for the workers), `classifiers` the coherence
+    classifiers (None without an LM), which start as soon as the LMs are fitted."""
+
+    lm: Beside[LMResult]
+    classifiers: Beside[dict[int, Coherence] | None]
+
+
+def start_fits(cfg: Any, ctx: Any, texts: list[str], extra: tuple | None) -> Fits:
+    """Start the fold LMs' fit on the reference `texts`, then the classifiers', in driver
+    threads while the workers run the stats pass and the LM scoring pass (the classifiers
+    need only the reference and the LMs, not the corpus pass): the driver's fits overlap
+    both passes instead of each outlasting its own. Threaded only when workers score (the
+    scoring pass then reads the scorer from its file, so no task shares the scorer the
+    classifiers' fit writes into); else inline, in the serial order: the LM when the stats
+    pass is done, the classifiers after the scoring pass."""
+    threaded = workers_score(ctx)
+    lm_fit = ctx.executor.start_beside(functools.partial(fit_to_score, cfg, ctx, texts), threaded)
+
+    def classifiers() -> dict[int, Coherence] | None:
+        fitted = lm_fit.result()
+        return None if fitted.scorer is None else fit_coherence(fitted, extra)
+
+    return Fits(lm_fit, ctx.executor.start_beside(classifiers, threaded))
+
+
 @dataclass(frozen=True, slots=True)
 class ScoreJob:
     """Input part `part` at `path`: where its LM features go and its partcols folder."""
@@ -322,7 +352,11 @@ def _coherence_part(item: CoherenceJob, classifiers: dict) -> int:
 
 
 def score_all(
-    ctx: Any, lm: LMResult, max_chars: int, extra: tuple | None, folder: Path
+    ctx: Any,
+    lm: LMResult,
+    classifiers: Beside[dict[int, Coherence] | None],
+    max_chars: int,
+    folder: Path,
 ) -> dict[str, Any]:
     """score_part over every input part, the classifiers, then coherence per part from the
     saved features: the LM columns stay in the parts' files under `folder`, the driver never
@@ -342,14 +376,12 @@ def score_all(
         tmp = save_scorer(ctx, lm)
     try:
         fn = functools.partial(score_part, scorer=tmp or lm.scorer, max_chars=max_chars)
-        # the classifiers train on the reference alone: beside the corpus pass, whose workers
-        # read the scorer from `tmp` (inline, the scorer is shared: one after the other)
-        parts, classifiers = ctx.executor.map_beside(
-            fn, items, functools.partial(fit_coherence, lm, extra), desc="quality LM score"
-        )
+        # the classifiers train on the reference alone (start_fits): beside the corpus pass,
+        # whose workers read the scorer from `tmp` (inline, one after the other)
+        parts = ctx.executor.map(fn, items, desc="quality LM score")
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-        fn2 = functools.partial(_coherence_part, classifiers=classifiers)
+        fn2 = functools.partial(_coherence_part, classifiers=classifiers.result())
         ctx.executor.map(
             fn2,
             [CoherenceJob(it.feats_file, it.folder, it.part) for it in items],

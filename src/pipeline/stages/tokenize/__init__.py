@@ -30,7 +30,7 @@ from pipeline.errors import DataError, RecipeError
 from pipeline.io import atomic_write_bytes, atomic_write_json, save_npy
 from pipeline.parts import part_name, read_table, write_rejected, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
-from pipeline.stages.tokenize.wordcounts import load_counts, save_counts, tree_reduce
+from pipeline.stages.tokenize.wordcounts import FAN_IN, load_counts, save_counts, tree_reduce
 from pipeline.tokenizer import health, hf
 from pipeline.tokenizer.bpe import DEFAULT_SPECIALS, EOS, PAD, Tokenizer
 from pipeline.tokenizer.encoder import BATCH_CHARS
@@ -387,8 +387,10 @@ def _train(
         specials=specials,
     )
     files = ctx.executor.map(fn, items, desc="tokenize: count words")
-    final = tree_reduce(ctx.executor, files, folder, "tokenize: merge counts")
-    counts = load_counts(Path(final)) if final else {}
+    shares = max(1, min(ctx.executor.workers, FAN_IN))  # the last merge: one task per worker
+    counts: dict[str, int] = {}
+    for final in tree_reduce(ctx.executor, files, folder, "tokenize: merge counts", shares):
+        counts.update(load_counts(Path(final)))  # disjoint pieces: the union is exact
     shutil.rmtree(folder, ignore_errors=True)
     t1 = time.perf_counter()
     num_merges = cfg.vocab_size - 256 - len(specials)
