@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -136,18 +137,44 @@ def run(cmd: list[str], src: Path) -> None:
     subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": str(src)})
 
 
-def kept_per_source(run_dir: Path) -> dict[str, dict[str, int]]:
-    """Documents per source reaching tokenize (the last filter's kept parts): real vs junk."""
+def kept_per_source(run_dir: Path) -> dict[str, dict]:
+    """Documents per source reaching tokenize (the last filter's kept parts): real, dup and
+    junk counts, junk per kind, and the source's share of the bytes reaching tokenize (%): at
+    one token budget below an epoch, about its share of the training tokens."""
     import pyarrow.parquet as pq
 
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict] = {}
+    size: dict[str, int] = {}
     for part in sorted((run_dir / "quality").glob("part-*.parquet")):
-        for i in pq.read_table(part, columns=["id"]).column("id").to_pylist():
+        table = pq.read_table(part, columns=["id", "text"])
+        ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
+        for i, text in zip(ids, texts, strict=True):
             name, rest = i.split("/", 1)
             key = "junk" if "junk" in rest else "dup" if "#" in rest else "real"
-            d = out.setdefault(name, {"real": 0, "dup": 0, "junk": 0})
+            d = out.setdefault(name, {"real": 0, "dup": 0, "junk": 0, "junk_kinds": {}})
             d[key] += 1
+            if key == "junk":
+                kind = rest.rsplit(":", 1)[1]
+                d["junk_kinds"][kind] = d["junk_kinds"].get(kind, 0) + 1
+            size[name] = size.get(name, 0) + len(text.encode("utf-8"))
+    total = max(sum(size.values()), 1)
+    for name, d in out.items():
+        d["bytes_share_pct"] = round(100 * size[name] / total, 1)
     return dict(sorted(out.items()))
+
+
+def verdicts(result: dict) -> dict[str, dict]:
+    """Per eval source: Δ = after - before mean BPB, its standard error over seeds
+    (sqrt(s_b^2/n_b + s_a^2/n_a)) and improves (Δ < -2 se) / holds (|Δ| <= 2 se) / worse."""
+    before, after = result["rows"][0]["bpb"], result["rows"][-1]["bpb"]
+    out = {}
+    for name, a in after.items():
+        b = before[name]
+        se = sum(statistics.variance(c["per_seed"]) / len(c["per_seed"]) for c in (a, b)) ** 0.5
+        delta = a["mean"] - b["mean"]
+        word = "improves" if delta < -2 * se else "holds" if delta <= 2 * se else "worse"
+        out[name] = {"delta": round(delta, 4), "se": round(se, 4), "verdict": word}
+    return out
 
 
 def main() -> None:
@@ -189,6 +216,7 @@ def main() -> None:
         "mix": mix,
         "kept_per_source": {n: kept_per_source(args.out / n) for n in ("before", "after")},
         "seconds": round(time.perf_counter() - t0, 1),
+        "verdicts": verdicts(result) if len(result["seeds"]) > 1 else None,
         **result,
     }
     bench = ROOT / "outputs" / "benchmarks"
