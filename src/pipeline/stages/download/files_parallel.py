@@ -22,10 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.io import temp_path
 from pipeline.sources.records import Malformed, Record
 from pipeline.stages.download.split import (
     BATCH_ROWS,
+    ArrowSink,
     RangeStats,
     gather_part,
     gather_rejected,
@@ -42,43 +42,18 @@ class FileJob:
     path: str
 
 
-class _Rows:
-    """Rows appended to a temp Arrow IPC file in batches of BATCH_ROWS; created on the first."""
+class _Rows(ArrowSink):
+    """split.py's temp Arrow sink, string columns named `names`, rows added as one tuple."""
 
     def __init__(self, path: Path, names: tuple[str, ...]):
-        self.path, self.names = path, names
-        self.schema = pa.schema([(n, pa.string()) for n in names])
-        self.cols: list[list[str | None]] = [[] for _ in names]
-        self.rows = 0
-        self._tmp: Path | None = None
-        self._writer: Any = None
+        super().__init__(path, pa.schema([(n, pa.string()) for n in names]))
 
-    def add(self, values: tuple[str | None, ...]) -> None:
+    def add(self, values: tuple[str | None, ...]) -> None:  # type: ignore[override]
         for col, v in zip(self.cols, values, strict=True):
             col.append(v)
         self.rows += 1
         if len(self.cols[0]) >= BATCH_ROWS:
             self._flush()
-
-    def _flush(self) -> None:
-        if not self.cols[0]:
-            return
-        if self._writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._tmp = temp_path(self.path)
-            self._writer = pa.ipc.new_file(str(self._tmp), self.schema)
-        arrays = [pa.array(c, pa.string()) for c in self.cols]
-        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
-        self.cols = [[] for _ in self.names]
-
-    def close(self) -> bool:
-        self._flush()
-        if self._writer is None:
-            return False
-        self._writer.close()
-        assert self._tmp is not None
-        self._tmp.replace(self.path)
-        return True
 
 
 def read_file(job: FileJob, out_dir: str, read: Reader, columns: tuple[str, ...]) -> dict:

@@ -191,10 +191,10 @@ def count_newlines(rng: ByteRange) -> int:
 # ---------------------------------------------------------------- pass 1: read
 
 
-_NO_VALUE = object()  # _Sink.add's third value when the schema has two columns
+_NO_VALUE = object()  # ArrowSink.add's third value when the schema has two columns
 
 
-class _Sink:
+class ArrowSink:
     """Appends rows to a temp Arrow IPC file in batches; created on the first row."""
 
     def __init__(self, path: Path, schema: pa.Schema):
@@ -253,7 +253,7 @@ def read_range(job: RangeJob, out_dir: str, parse: Parse) -> dict[str, Any]:
     out = Path(out_dir)
     good_rel, bad_rel = f"{TEMP_DIR}/{index:06d}-good.arrow", f"{TEMP_DIR}/{index:06d}-bad.arrow"
     schema = URL_SCHEMA if parse.url_field else GOOD_SCHEMA
-    good, bad = _Sink(out / good_rel, schema), _Sink(out / bad_rel, BAD_SCHEMA)
+    good, bad = ArrowSink(out / good_rel, schema), ArrowSink(out / bad_rel, BAD_SCHEMA)
     stats = RangeStats()
     for item in items(span, parse):
         stats.add(item)
