@@ -62,14 +62,19 @@ def test_unspaced_scripts_link_by_character_pairs():
     assert f[0, COHESION_NAMES.index("unit_repeat")] == pytest.approx(1 / 4)
 
 
-def test_feature_set_1_is_the_first_columns_of_set_2():
+@pytest.mark.parametrize("old,new", [(1, 2), (2, 3)])
+def test_each_feature_set_extends_the_one_before_without_moving_its_columns(old, new):
+    """Set k+1's first columns are set k's, value for value, on the same documents and model."""
     texts = docs(40, 3)
     scorer, _ = fit_lm(texts, np.arange(40), LMParams(min_reference_docs=10))
     toks = tokenize(texts, 10_000)
     fold = np.arange(40) % scorer.lm.num_folds
-    one, two = (doc_features(scorer.lm, toks, fold, k) for k in (1, 2))
-    assert one.shape[1] == len(FEATURE_SETS[1]) and two.shape[1] == len(FEATURE_SETS[2])
-    np.testing.assert_array_equal(two[:, : one.shape[1]], one)
+    before, after = (doc_features(scorer.lm, toks, fold, k) for k in (old, new))
+    assert before.shape[1] == len(FEATURE_SETS[old]) and after.shape[1] == len(FEATURE_SETS[new])
+    np.testing.assert_array_equal(after[:, : before.shape[1]], before)
+    assert np.isfinite(after).all()
+    if new == 3:  # the two added columns: a spread and a ratio of spreads
+        assert after.shape[1] == before.shape[1] + 2 and (after[:, -2] >= 0).all()
 
 
 def test_detectors_score_the_lowest_and_round_trip_through_the_file():
@@ -125,15 +130,3 @@ def test_segment_gain_spread_and_seam_jump_worked_example():
     assert f[0] == pytest.approx([std, 2.0 / (std + 0.1)])
     assert f[1].tolist() == [0.0, 0.0]
     assert f[2] == pytest.approx([0.0, 0.0])
-
-
-def test_feature_set_3_extends_set_2_without_moving_its_columns():
-    """Set 3's first columns are set 2's, value for value, on the same documents and model."""
-    texts = docs(40, 3)
-    scorer, _ = fit_lm(texts, np.arange(40), LMParams(min_reference_docs=10))
-    toks = tokenize(texts, 10_000)
-    fold = np.arange(40) % scorer.lm.num_folds
-    two, three = (doc_features(scorer.lm, toks, fold, k) for k in (2, 3))
-    assert three.shape[1] == len(FEATURE_SETS[3]) == two.shape[1] + 2
-    np.testing.assert_array_equal(three[:, : two.shape[1]], two)
-    assert np.isfinite(three).all() and (three[:, -2] >= 0).all()

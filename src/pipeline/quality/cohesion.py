@@ -57,8 +57,7 @@ def cohesion_features(
     Documents with fewer than 2 segments get 0 for the segment features."""
     n = len(tokens.lengths)
     out = np.zeros((n, len(COHESION_NAMES)))
-    total = len(tokens.ids)
-    if total == 0:
+    if len(tokens.ids) == 0:
         return out
     new_seg, seg, bound = _segments(tokens, starts, is_end)
     num_seg = np.zeros(n, np.int64)
@@ -157,8 +156,7 @@ def segment_features(
     Documents with fewer than 2 segments get 0."""
     n = len(tokens.lengths)
     out = np.zeros((n, len(COHESION_NAMES_V3)))
-    total = len(tokens.ids)
-    if total == 0:
+    if len(tokens.ids) == 0:
         return out
     new_seg, seg, _ = _segments(tokens, starts, is_end)
     num = int(seg[-1]) + 1
