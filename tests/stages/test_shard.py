@@ -57,6 +57,19 @@ def test_target_counts_worked_examples():
     assert target_counts({"a": 30, "b": 10}, 20, None) == {"a": 15, "b": 5}
 
 
+def test_target_counts_shrink_keeps_the_shares_when_a_source_is_short():
+    """spread: a short source's shortfall goes to the others (the mix moves, the total holds);
+    shrink: every source is cut to the short one's scale (the mix holds, the total falls)."""
+    avail, weights = {"a": 30, "b": 10}, {"a": 1, "b": 1}
+    assert target_counts(avail, 40, weights, "spread") == {"a": 30, "b": 10}
+    assert target_counts(avail, 40, weights, "shrink") == {"a": 10, "b": 10}
+    # 3:1 of 8 wants a = 6, but a has 4: the total shrinks to 4 * 4/3 -> 5 (largest remainder)
+    assert target_counts({"a": 4, "b": 10}, 8, {"a": 3, "b": 1}, "shrink") == {"a": 4, "b": 1}
+    # no source short: the same counts as spread; an unlisted source still gets nothing
+    avail = {"a": 10, "b": 10, "c": 5}
+    assert target_counts(avail, 8, {"a": 3, "b": 1}, "shrink") == {"a": 6, "b": 2, "c": 0}
+
+
 def test_select_and_split_are_seeded_and_disjoint():
     sources = np.array(["a"] * 50 + ["b"] * 50, dtype=object)
     one = select(sources, {"a": 10, "b": 5}, np.random.default_rng(1))
@@ -115,6 +128,14 @@ def test_subsample_fraction_count_and_weights(tmp_path):
     assert res.stats["sequences_per_source"] == {"a": 15, "b": 5}
     meta, ids, _ = read_split(out / "train")
     assert meta["samples_per_source"] == {"a": 15, "b": 5}
+    # shrink: a 1:9 mix asks for more b than there is, so all shrink to b's count, shares kept
+    cfg = {"source_weights": {"a": 1, "b": 9}, "source_shortfall": "shrink", "eval_fraction": 0.0}
+    res_shrink, out_shrink = run_shard(run_dir, cfg)
+    got = read_split(out_shrink / "train")[0]["samples_per_source"]
+    seqs = sorted((run_dir / "pack").glob("*.seqs.parquet"))
+    sources = [s for p in seqs for s in pq.read_table(p).column("source").to_pylist()]
+    assert got == {"a": round(sources.count("b") / 9), "b": sources.count("b")}
+    assert res_shrink.stats["source_shortfall"] == "shrink"
     # the stage selects over integer source codes; selecting over the names gives the same rows
     seqs = sorted((run_dir / "pack").glob("*.seqs.parquet"))
     names = np.array(
@@ -143,6 +164,8 @@ def test_recipe_errors():
         build_config(ShardConfig, {"fraction": 1.5}, "shard")
     with pytest.raises(RecipeError, match="weights must be >= 0"):
         build_config(ShardConfig, {"source_weights": {"a": -1}}, "shard")
+    with pytest.raises(RecipeError, match="shard.source_shortfall: shrink keeps the shares"):
+        build_config(ShardConfig, {"source_shortfall": "shrink"}, "shard")
 
 
 def test_recipe_end_to_end_through_tokenize(tmp_path):

@@ -47,11 +47,17 @@ from pipeline.text_files import read_json_file
 
 
 def target_counts(
-    available: dict[str, int], n_target: int, weights: dict[str, float] | None
+    available: dict[str, int],
+    n_target: int,
+    weights: dict[str, float] | None,
+    shortfall: str = "spread",
 ) -> dict[str, int]:
     """Sequences to keep per source. Without weights: proportional to what is available. With
-    weights: share w_s / Σw of n_target; a source that has too few gives all it has and its
-    shortfall is spread over the others by weight (water-filling). Largest-remainder rounding.
+    weights: share w_s / Σw of n_target; a source that has too few gives all it has and either
+    its shortfall is spread over the others by weight (`spread`, water-filling: the total holds,
+    the shares move) or every source is cut to the same scale (`shrink`: the total is the largest
+    one at which each source has its share, min_s avail_s Σw / w_s, so filtering that thinned
+    one source does not change the mix). Largest-remainder rounding.
     """
     names = sorted(available)
     avail = np.array([available[s] for s in names], np.float64)
@@ -60,6 +66,10 @@ def target_counts(
     else:
         w = np.array([max(weights.get(s, 0.0), 0.0) for s in names], np.float64)
     total = min(n_target, int(avail[w > 0].sum()))
+    if shortfall == "shrink" and weights is not None and (w > 0).any():
+        pos = w > 0
+        # floor, with a tolerance for float error: never above what the scarcest source allows
+        total = min(total, int(np.floor(np.min(avail[pos] * w[pos].sum() / w[pos]) + 1e-9)))
     ideal = np.zeros(len(names))
     free = w > 0
     while free.any():  # each round caps at least one source or finishes
@@ -196,7 +206,7 @@ def run(cfg: ShardConfig, ctx: StageContext) -> StageResult:
     n = int(per_part.sum())
     n_target = target_total(cfg, n)
     available = {s: int(c) for s, c in zip(names, per_part.sum(axis=0), strict=True)}
-    counts = target_counts(available, n_target, cfg.source_weights)
+    counts = target_counts(available, n_target, cfg.source_weights, cfg.source_shortfall)
     if n > cfg.exact_max_sequences:
         return _run_bounded(cfg, ctx, pack_meta, names, per_part, counts)
     pack_meta, parts, names, codes, part_of, row_of = _read_inputs(ctx)
@@ -235,6 +245,7 @@ def _common_stats(cfg, ctx, n, n_train, n_eval, pack_meta, counts, shuffle) -> d
         "sequences_per_source": counts,
         **setting(cfg, "shard_size"),
         **setting(cfg, "eval_fraction"),
+        **setting(cfg, "source_shortfall"),
         **setting(RunConfig, "seed", "subsample_seed", value=ctx.seed),
         **setting(RunConfig, "seed", "permutation_seed", value=perm_seed),
         **{f"shuffle_{k}": v for k, v in shuffle.items()},

@@ -6,6 +6,7 @@ package attribute `bounded` (that submodule) must not shadow pipeline.config.bou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pipeline.config import bounded, option
 from pipeline.errors import RecipeError
@@ -17,6 +18,10 @@ class ShardConfig:
     num_samples: int | None = bounded(None, ge=1, doc="or keep this many sequences (None: all)")
     source_weights: dict[str, float] | None = option(
         None, "target share per source; unlisted: excluded"
+    )
+    # spread: the total holds and the mix moves; shrink: the mix holds and the total moves
+    source_shortfall: Literal["spread", "shrink"] = option(
+        "spread", "a source short of its weighted share: others fill in, or all shrink to it"
     )
     eval_fraction: float = bounded(0.01, ge=0.0, lt=1.0, doc="share of kept sequences held out")
     shard_size: int = bounded(
@@ -36,3 +41,8 @@ class ShardConfig:
                 raise RecipeError(f"{path}.source_weights", f"weights must be >= 0, got {bad}")
             if not sum(self.source_weights.values()) > 0:
                 raise RecipeError(f"{path}.source_weights", "at least one weight must be > 0")
+        if self.source_shortfall == "shrink" and self.source_weights is None:
+            raise RecipeError(
+                f"{path}.source_shortfall",
+                "shrink keeps the shares of source_weights; set source_weights too",
+            )
