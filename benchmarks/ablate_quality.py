@@ -10,13 +10,20 @@ a proxy model learns from each, in bits per byte on held-out real text of every 
    document of the same source by bench_quality_real's generators (word salad, shuffled words,
    every other word, order-1 and order-2 Markov walks, cross-document splices, half salad,
    keyword spam, boilerplate), kinds in rotation.
-3. Two data runs on the same mix with recipes/data_demo.yaml's clean, dedup, quality,
-   tokenize, pack and shard blocks: `before` with the code and recipe of commit 9311ba7 (before
-   issue 23: clean v1, the old coherence), `after` with this checkout's.
-4. `pipeline ablate before after` (this checkout) at one token budget, 2 seeds, eval texts one
-   file per source.
+3. Data runs on the same mix with recipes/data_demo.yaml's clean, dedup, quality, tokenize,
+   pack and shard blocks: `before` with the code and recipe of commit 9311ba7 (before issue 23:
+   clean v1, the old coherence), and with this checkout's code and recipe `after` (the mix as
+   its filters leave it) and `after_shares` (the mix stated: the same rows read as one
+   download.sources entry per source, so each document's `source` is its corpus, and
+   shard.source_weights = before's share of the tokens reaching pack per source, with
+   shard.source_shortfall: shrink). 9311ba7 cannot state a mix (its jsonl reader gives every
+   document of a file one source), so after_shares is "after at before's shares": it isolates
+   what the filters keep of each source from how much of each source reaches training.
+4. `pipeline ablate before after after_shares` (this checkout) at one token budget, 2+ seeds,
+   eval texts one file per source.
 
-    python benchmarks/ablate_quality.py --before-src /path/to/checkout-at-9311ba7/src
+    python benchmarks/ablate_quality.py --before-src CHECKOUT_AT_9311ba7/src --seeds 0,1,2
+        --set pretrain.max_steps=200      (one command line; cells already trained are reused)
 
 Writes outputs/benchmarks/ablate_quality.json (the ablation's rows, the mix's counts, and each
 run's kept documents per source).
@@ -111,6 +118,11 @@ def build_mix(out: Path, per_source: int, seed: int = 0) -> dict:
     rng.shuffle(rows)
     with open(out / "mix.jsonl", "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
+    # the same rows, one file per source (mix order kept within each): download.sources entries
+    (out / "by_source").mkdir(exist_ok=True)
+    for name in real:
+        with open(out / "by_source" / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows if r["id"].split("/", 1)[0] == name)
     return {"docs": len(rows), "mb": round(sum(len(r["text"]) for r in rows) / 1e6, 2), **counts}
 
 
@@ -122,14 +134,59 @@ def _near_copy(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def recipe(out: Path, name: str, demo: dict) -> Path:
+def recipe(out: Path, name: str, demo: dict, shares: dict[str, float] | None = None) -> Path:
+    """The data recipe of one side: demo's blocks on the mix. With `shares` (the `before_shares`
+    mix): download.sources, one entry per source file (so each document's `source` is its
+    corpus), and shard.source_weights = shares with source_shortfall shrink: the mix is stated
+    and kept, whatever the filters keep of each source."""
     keep = ("clean", "dedup", "quality", "tokenize", "pack", "shard")
     raw = {"name": name, "seed": demo["seed"], "workers": 1, "out_dir": str(out / name)}
     raw["download"] = {"source": "jsonl", "path": str(out / "mix.jsonl"), "docs_per_part": 500}
     raw |= {k: demo[k] for k in keep}
+    if shares is not None:
+        raw["download"] = {
+            "docs_per_part": 500,
+            "sources": [
+                {"source": "jsonl", "path": str(out / "by_source" / f"{s}.jsonl"), "name": s}
+                for s in sorted(shares)
+            ],
+        }
+        raw["shard"] = {
+            **(raw.get("shard") or {}),
+            "source_weights": shares,
+            "source_shortfall": "shrink",
+        }
     path = out / f"data_{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+def tokens_per_source(run_dir: Path) -> dict[str, int]:
+    """Tokens reaching pack per source (tokenize's docs parts: id prefix, num_tokens)."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, int] = {}
+    for part in sorted((run_dir / "tokenize").glob("part-*.docs.parquet")):
+        table = pq.read_table(part, columns=["id", "num_tokens"])
+        ids, nums = table.column("id").to_pylist(), table.column("num_tokens").to_pylist()
+        for i, n in zip(ids, nums, strict=True):
+            out[i.split("/", 1)[0]] = out.get(i.split("/", 1)[0], 0) + n
+    return dict(sorted(out.items()))
+
+
+def token_shares(run_dir: Path) -> dict[str, float]:
+    """Each source's share of the tokens reaching pack (4 decimals)."""
+    tok = tokens_per_source(run_dir)
+    total = sum(tok.values())
+    return {s: round(n / total, 4) for s, n in tok.items()}
+
+
+def shard_stats(run_dir: Path) -> dict:
+    """The shard stage's sequences (train, eval, per source) of a data run."""
+    report = json.loads((run_dir / "pipeline_report.json").read_text())
+    stats = next(s["stats"] for s in report["stages"] if s["stage"] == "shard")
+    keys = ("sequences_in", "sequences_train", "sequences_eval", "sequences_per_source")
+    return {k: stats[k] for k in keys if k in stats}
 
 
 def run(cmd: list[str], src: Path) -> None:
@@ -163,10 +220,11 @@ def kept_per_source(run_dir: Path) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
-def verdicts(result: dict) -> dict[str, dict]:
-    """Per eval source: Δ = after - before mean BPB, its standard error over seeds
-    (sqrt(s_b^2/n_b + s_a^2/n_a)) and improves (Δ < -2 se) / holds (|Δ| <= 2 se) / worse."""
-    before, after = result["rows"][0]["bpb"], result["rows"][-1]["bpb"]
+def verdicts(result: dict, row: int = -1) -> dict[str, dict]:
+    """Per eval source of rows[row] against rows[0] (before): Δ = its mean BPB - before's, the
+    standard error over seeds (sqrt(s_b^2/n_b + s_a^2/n_a)) and improves (Δ < -2 se) / holds
+    (|Δ| <= 2 se) / worse."""
+    before, after = result["rows"][0]["bpb"], result["rows"][row]["bpb"]
     out = {}
     for name, a in after.items():
         b = before[name]
@@ -186,19 +244,30 @@ def main() -> None:
     p.add_argument("--config", type=Path, default=ROOT / "recipes" / "pretrain_demo.yaml")
     p.add_argument("--set", action="append", default=[], help="pretrain overrides")
     p.add_argument("--data-only", default=None, help="only make this data run (before|after)")
+    p.add_argument(
+        "--mix",
+        choices=("before_shares", "as_filtered", "both"),
+        default="both",
+        help="after's mix: before's token shares per source (run after_shares: "
+        "shard.source_weights, source_shortfall shrink), whatever its filters keep (run after: "
+        "one file, no weights), or both runs",
+    )
     args = p.parse_args()
     t0 = time.perf_counter()
     mix = build_mix(args.out, args.per_source)
     print(json.dumps(mix), file=sys.stderr)
     py = sys.executable
+    afters = {"as_filtered": ["after"], "before_shares": ["after_shares"]}.get(
+        args.mix, ["after", "after_shares"]
+    )
     before_demo = args.before_src.parent / "recipes" / "data_demo.yaml"
-    for name, src, demo in (
-        ("before", args.before_src, before_demo),
-        ("after", ROOT / "src", ROOT / "recipes" / "data_demo.yaml"),
-    ):
-        if args.data_only not in (None, name):
+    sides = [("before", args.before_src, before_demo)]
+    sides += [(a, ROOT / "src", ROOT / "recipes" / "data_demo.yaml") for a in afters]
+    for name, src, demo in sides:
+        if args.data_only not in (None, name.split("_")[0]):
             continue
-        path = recipe(args.out, name, yaml.safe_load(demo.read_text()))
+        shares = token_shares(args.out / "before") if name == "after_shares" else None
+        path = recipe(args.out, name, yaml.safe_load(demo.read_text()), shares)
         run([py, "-m", "pipeline", "data", "--config", str(path), "-q"], src)
     if args.data_only:
         return
@@ -206,7 +275,7 @@ def main() -> None:
     sets = [x for s in args.set for x in ("--set", s)]
     abl = args.out / "ablate"
     run(
-        [py, "-m", "pipeline", "ablate", str(args.out / "before"), str(args.out / "after")]
+        [py, "-m", "pipeline", "ablate", *(str(args.out / n) for n in ["before", *afters])]
         + ["--config", str(args.config), "--eval-texts", *evals]
         + ["--seeds", args.seeds, "--out-dir", str(abl), "-q", *sets],
         ROOT / "src",
@@ -214,9 +283,16 @@ def main() -> None:
     result = json.loads((abl / "ablate.json").read_text())
     summary = {
         "mix": mix,
-        "kept_per_source": {n: kept_per_source(args.out / n) for n in ("before", "after")},
+        "after_mix": args.mix,
+        "kept_per_source": {n: kept_per_source(args.out / n) for n in ["before", *afters]},
+        "tokens_per_source": {n: tokens_per_source(args.out / n) for n in ["before", *afters]},
+        "shard": {n: shard_stats(args.out / n) for n in ["before", *afters]},
         "seconds": round(time.perf_counter() - t0, 1),
-        "verdicts": verdicts(result) if len(result["seeds"]) > 1 else None,
+        "verdicts": (
+            {r["run"]: verdicts(result, i) for i, r in enumerate(result["rows"]) if i}
+            if len(result["seeds"]) > 1
+            else None
+        ),
         **result,
     }
     bench = ROOT / "outputs" / "benchmarks"
