@@ -134,11 +134,18 @@ def _near_copy(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def recipe(out: Path, name: str, demo: dict, shares: dict[str, float] | None = None) -> Path:
+def recipe(
+    out: Path,
+    name: str,
+    demo: dict,
+    shares: dict[str, float] | None = None,
+    tokenizer: Path | None = None,
+) -> Path:
     """The data recipe of one side: demo's blocks on the mix. With `shares` (the `before_shares`
     mix): download.sources, one entry per source file (so each document's `source` is its
     corpus), and shard.source_weights = shares with source_shortfall shrink: the mix is stated
-    and kept, whatever the filters keep of each source."""
+    and kept, whatever the filters keep of each source. With `tokenizer`: that tokenizer.json
+    instead of training one (the diagnostic run after_shares_tok: before's tokenizer)."""
     keep = ("clean", "dedup", "quality", "tokenize", "pack", "shard")
     raw = {"name": name, "seed": demo["seed"], "workers": 1, "out_dir": str(out / name)}
     raw["download"] = {"source": "jsonl", "path": str(out / "mix.jsonl"), "docs_per_part": 500}
@@ -156,6 +163,8 @@ def recipe(out: Path, name: str, demo: dict, shares: dict[str, float] | None = N
             "source_weights": shares,
             "source_shortfall": "shrink",
         }
+    if tokenizer is not None:
+        raw["tokenize"] = {"tokenizer_path": str(tokenizer)}
     path = out / f"data_{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -259,15 +268,16 @@ def main() -> None:
     py = sys.executable
     afters = {"as_filtered": ["after"], "before_shares": ["after_shares"]}.get(
         args.mix, ["after", "after_shares"]
-    )
+    ) + (["after_shares_tok"] if args.before_tokenizer else [])
     before_demo = args.before_src.parent / "recipes" / "data_demo.yaml"
     sides = [("before", args.before_src, before_demo)]
     sides += [(a, ROOT / "src", ROOT / "recipes" / "data_demo.yaml") for a in afters]
     for name, src, demo in sides:
         if args.data_only not in (None, name.split("_")[0]):
             continue
-        shares = token_shares(args.out / "before") if name == "after_shares" else None
-        path = recipe(args.out, name, yaml.safe_load(demo.read_text()), shares)
+        shares = token_shares(args.out / "before") if "shares" in name else None
+        tok = args.out / "before" / "tokenize" / "tokenizer.json" if "tok" in name else None
+        path = recipe(args.out, name, yaml.safe_load(demo.read_text()), shares, tok)
         run([py, "-m", "pipeline", "data", "--config", str(path), "-q"], src)
     if args.data_only:
         return
