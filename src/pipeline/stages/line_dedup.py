@@ -355,4 +355,4 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
 
-STAGE = Stage("line_dedup", LineDedupConfig, run, version="2", needs=("download",))
+STAGE = Stage("line_dedup", LineDedupConfig, run, version="3", needs=("download",))
