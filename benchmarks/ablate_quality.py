@@ -261,6 +261,12 @@ def main() -> None:
         "shard.source_weights, source_shortfall shrink), whatever its filters keep (run after: "
         "one file, no weights), or both runs",
     )
+    p.add_argument(
+        "--before-tokenizer",
+        action="store_true",
+        help="also run after_shares_tok: after_shares with before's tokenizer (a diagnostic: "
+        "what of a gap is the tokenizer trained on the new mix)",
+    )
     args = p.parse_args()
     t0 = time.perf_counter()
     mix = build_mix(args.out, args.per_source)
