@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.hashing import GOLDEN64
+from pipeline.permute import mix64
 
 _POS_BITS = 24  # positions (word indices in the batch) packed under the hash: < 16M words
 _POS_MASK = np.uint64((1 << _POS_BITS) - 1)
@@ -115,6 +116,9 @@ def ngram_stats(
     for s in np.unique(scale).tolist():
         need[scale == s] = s * max((*top_ns, *dup_ns))
     wneed = need[word_doc]
+    # the word hashes are polynomials: short words have empty high bits, so mix them first (the
+    # packed sort compares the high 40 bits; unmixed, "a ," and "a ." would collide there)
+    hashes = mix64(hashes)
     g = hashes.copy()
     last = word_offsets[1:] - 1  # each document's last word
     valid = np.ones(len(hashes), bool)
