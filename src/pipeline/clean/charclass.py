@@ -114,7 +114,6 @@ def word_spans(cp: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     prev_unsp = np.concatenate(([False], unsp[:-1]))
     start = nonws & (~prev_nonws | unsp | prev_unsp)
     starts = np.flatnonzero(start)
-    boundary = np.concatenate(((~nonws | start)[1:], [True]))  # a word ends before position p+1
-    ends_at = np.flatnonzero(boundary) + 1
-    ends = ends_at[np.searchsorted(ends_at, starts, side="right")]
-    return starts, ends
+    # a word's last character: a non-space followed by a space, a new word or the end (one each)
+    last = nonws & np.concatenate(((~nonws | start)[1:], [True]))
+    return starts, np.flatnonzero(last) + 1

@@ -38,14 +38,20 @@ def _pack(word: str) -> int:
 
 def _strip_ends(is_strip: np.ndarray, cp: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     """Move a forward and b back over strip characters, in place (str.strip on [a, b))."""
-    i = np.flatnonzero((a < b) & is_strip[cp[np.minimum(a, len(cp) - 1)]])
+    i = np.flatnonzero((a < b) & _at(is_strip, cp, a))
     while len(i):
         a[i] += 1
-        i = i[(a[i] < b[i]) & is_strip[cp[np.minimum(a[i], len(cp) - 1)]]]
-    i = np.flatnonzero((a < b) & is_strip[cp[b - 1]])
+        i = i[(a[i] < b[i]) & _at(is_strip, cp, a[i])]
+    i = np.flatnonzero((a < b) & _at(is_strip, cp, b - 1))
     while len(i):
         b[i] -= 1
-        i = i[(a[i] < b[i]) & is_strip[cp[b[i] - 1]]]
+        i = i[(a[i] < b[i]) & _at(is_strip, cp, b[i] - 1)]
+
+
+def _at(table: np.ndarray, cp: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """table[cp[pos]] for a BMP table (astral code points read as U+FFFF)."""
+    c = cp[np.minimum(pos, len(cp) - 1)]
+    return table[c] if cp.dtype == np.uint8 else table[np.minimum(c, 0xFFFF)]
 
 
 def stop_word_counts(
@@ -56,14 +62,17 @@ def stop_word_counts(
     if _LOWER is None:
         _LOWER = _lower_table()
     ts, te = seg.tokens()
-    tdoc = np.searchsorted(seg.doc_starts, ts, side="right") - 1
+    tdoc = seg.token_doc()
+    cp = seg.cp
+    is_strip = np.zeros(0x10000, bool)
+    is_strip[[ord(c) for c in strip]] = True  # all BMP
+    longest = max(map(len, stop))
+    # only a token this short, or one that strip() can shorten, can be a stop word
     want = np.zeros(seg.num_docs, bool)
     want[docs] = True
-    keep = want[tdoc]
-    a, b, tdoc = ts[keep], te[keep].copy(), tdoc[keep]
-    cp = seg.cp
-    is_strip = np.zeros(max(int(cp.max(initial=0)) + 1, 128), bool)
-    is_strip[[ord(c) for c in strip if ord(c) < len(is_strip)]] = True
+    cand = (te - ts <= longest) | _at(is_strip, cp, ts) | _at(is_strip, cp, te - 1)
+    keep = np.flatnonzero(cand & want[tdoc])
+    a, b, tdoc = ts[keep], te[keep], tdoc[keep]
     _strip_ends(is_strip, cp, a, b)
     length = b - a
     present = np.zeros((seg.num_docs, len(stop)), bool)
