@@ -52,7 +52,7 @@ if breakdown:
                 acc[label] = acc.get(label, 0.0) + time.process_time() - t
         setattr(mod, name, timed)
     for mod, name, label in [
-        (sc, "normalize_text", "normalise"), (sc, "filter_stats_batch", "statistics (all)"),
+        (sc, "normalize_texts", "normalise"), (sc, "filter_stats_batch", "statistics (all)"),
         (sc, "redact", "pii redaction"), (sc, "digit_hints", "pii digit pre-check"),
         (ts, "segment", "segmentation (classes, words, hashes)"),
         (ts, "_dominant_scripts", "script share"), (ts, "ngram_stats", "n-gram rules"),
