@@ -72,23 +72,26 @@ def _sentence_marks(
     sentence when the 4 characters before it are neither whitespace nor clause marks and no
     digit follows (clauses=False: no text is unspaced, the clause marks are left out)."""
     n = len(cp)
-    ms, me = _runs(np.flatnonzero(flags & _MARK))
-    cs, ce = _runs(np.flatnonzero(flags & _CLOSER))
+    fpos = np.flatnonzero(flags & (_MARK | _CLOSER | _CLAUSE))  # sparse: one pass over flags
+    fval = flags[fpos]
+    ms, me = _runs(fpos[(fval & _MARK) != 0])
+    cs, ce = _runs(fpos[(fval & _CLOSER) != 0])
     r = me.copy()
     if len(cs):
         i = np.minimum(np.searchsorted(cs, me), len(cs) - 1)
         at = cs[i] == me  # a closer run right after the marks (it cannot start inside them)
         r[at] = ce[i[at]]
-    nxt = np.append(cp, 0)[r]  # 0: the end of the text
-    end_ok = (r == n) | (np.append(cls, SPACE)[r] == SPACE)
+    rc = np.minimum(r, n - 1)
+    nxt = np.where(r < n, cp[rc], 0)  # 0: the end of the text
+    end_ok = (r >= n) | (cls[rc] == SPACE)
     digit_next = (nxt >= _ZERO) & (nxt <= _NINE) & (r < n)
     uns_ok = ~((me - ms == 1) & (r == me) & digit_next)
-    kp = np.flatnonzero(flags & _CLAUSE) if clauses else np.zeros(0, np.int64)
+    kp = fpos[(fval & _CLAUSE) != 0] if clauses else np.zeros(0, np.int64)
     if len(kp):
-        bad = np.zeros(n + 1, np.int64)
-        np.cumsum((cls == SPACE) | ((flags & _CLAUSE) != 0), out=bad[1:])
+        bad = np.zeros(n + 1, np.int32 if n < 1 << 31 else np.int64)
+        np.cumsum((cls == SPACE) | ((flags & _CLAUSE) != 0), dtype=bad.dtype, out=bad[1:])
         behind = (kp >= 4) & (bad[kp] - bad[np.maximum(kp - 4, 0)] == 0)
-        after = np.append(cp, 0)[kp + 1]
+        after = np.where(kp + 1 < n, cp[np.minimum(kp + 1, n - 1)], 0)
         kp = kp[behind & ~((after >= _ZERO) & (after <= _NINE) & (kp + 1 < n))]
     pos = np.concatenate((ms, kp))
     spaced = np.concatenate((end_ok, np.zeros(len(kp), bool)))
@@ -285,12 +288,15 @@ def _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_ar
     ts, te = seg.tokens()  # whitespace tokens (str.split): line i's are [tok[i], tok[i + 1])
     tok_off = np.append(tok, len(ts))
     words = np.diff(tok_off)[L]
-    unsp = (flags & _UNSP) != 0 if cp.dtype != np.uint8 else None
-    if unsp is not None and unsp.any():
-        ucum = np.concatenate(([0], np.cumsum(unsp, dtype=np.int64)))
-        doc_unsp = (ucum[seg.doc_ends] - ucum[seg.doc_starts]) > 0
-        tok_unsp = doc_sums((ucum[te] - ucum[ts]) > 0, tok_off)
-        extra = (ucum[e] - ucum[s]) - tok_unsp[L]
+    # unspaced letters (sparse: a few documents) count one word each, as textstats does
+    upos = np.flatnonzero(flags & _UNSP) if cp.dtype != np.uint8 else ()
+    if len(upos):
+        before = lambda x: np.searchsorted(upos, x)  # noqa: E731  unspaced letters before x
+        doc_unsp = (before(seg.doc_ends) - before(seg.doc_starts)) > 0
+        ti = np.flatnonzero(doc_unsp[seg.token_doc()])
+        has = np.zeros(len(ts), bool)
+        has[ti] = before(te[ti]) > before(ts[ti])
+        extra = (before(e) - before(s)) - doc_sums(has, tok_off)[L]
         words = words + np.where(doc_unsp[D], extra, 0)
     keep = consider & (words >= min_words)
     long_doc = (seg.doc_ends - seg.doc_starts) > max_word
