@@ -4,13 +4,16 @@ A stop word is present when a whitespace token, lower-cased and stripped of the 
 textstats strips (`w.lower().strip(_STRIP)`), equals it. Lower-casing is a table lookup per
 character: every code point but U+0130 lower-cases to one character, no character lower-cases
 into the strip set, and none outside ASCII and Cyrillic lower-cases into a stop word's letters
-(tests/clean/test_fastpath.py checks all three), so matching per character is exact.
+(tests/clean/test_fastpath.py checks all three), so matching per character is exact. Only the
+tokens that can be a stop word are looked at: short ones, and ones with a strip character
+(punctuation, by class) at an end.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pipeline.clean.charclass import PUNCT, char_classes
 from pipeline.clean.segment import Segments
 
 _NO_MATCH = 0xFFFF  # no stop word holds U+FFFF: a character that cannot be part of a match
@@ -51,7 +54,7 @@ def _strip_ends(is_strip: np.ndarray, cp: np.ndarray, a: np.ndarray, b: np.ndarr
 def _at(table: np.ndarray, cp: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """table[cp[pos]] for a BMP table (astral code points read as U+FFFF)."""
     c = cp[np.minimum(pos, len(cp) - 1)]
-    return table[c] if cp.dtype == np.uint8 else table[np.minimum(c, 0xFFFF)]
+    return table.take(c) if cp.dtype == np.uint8 else table.take(np.minimum(c, 0xFFFF))
 
 
 def stop_word_counts(
@@ -62,18 +65,29 @@ def stop_word_counts(
     if _LOWER is None:
         _LOWER = _lower_table()
     ts, te = seg.tokens()
-    tdoc = seg.token_doc()
     cp = seg.cp
     is_strip = np.zeros(0x10000, bool)
     is_strip[[ord(c) for c in strip]] = True  # all BMP
-    longest = max(map(len, stop))
+    if len(docs) == seg.num_docs:
+        a, b, tdoc = ts, te, seg.token_doc()
+    else:
+        want = np.zeros(seg.num_docs, bool)
+        want[docs] = True
+        keep = np.flatnonzero(want[seg.token_doc()])
+        a, b, tdoc = ts[keep], te[keep], seg.token_doc()[keep]
     # only a token this short, or one that strip() can shorten, can be a stop word
-    want = np.zeros(seg.num_docs, bool)
-    want[docs] = True
-    cand = (te - ts <= longest) | _at(is_strip, cp, ts) | _at(is_strip, cp, te - 1)
-    keep = np.flatnonzero(cand & want[tdoc])
-    a, b, tdoc = ts[keep], te[keep], tdoc[keep]
+    short = b - a <= max(map(len, stop))
+    if (char_classes(strip)[1] == PUNCT).all():  # one gather of the class, not three
+        cand = short | (seg.cls[a] == PUNCT) | (seg.cls[b - 1] == PUNCT)
+    else:
+        cand = short | _at(is_strip, cp, a) | _at(is_strip, cp, b - 1)
+    a, b, tdoc = a[cand], b[cand], tdoc[cand]
     _strip_ends(is_strip, cp, a, b)
+    # and only one whose first letter starts a stop word (lower-cased)
+    firsts = np.zeros(0x10000, bool)
+    firsts[[ord(w[0]) for w in stop]] = True
+    ok = (a < b) & firsts.take(_lower(cp, np.minimum(a, len(cp) - 1)))
+    a, b, tdoc = a[ok], b[ok], tdoc[ok]
     length = b - a
     present = np.zeros((seg.num_docs, len(stop)), bool)
     for n in sorted({len(w) for w in stop}):
@@ -84,13 +98,21 @@ def stop_word_counts(
         sel = np.flatnonzero(length == n)
         if not len(sel):
             continue
+        at_ = a[sel]
         key = np.zeros(len(sel), np.uint64)
         for j in range(n):
-            c = cp[a[sel] + j].astype(np.int64)
-            low = _LOWER[np.minimum(c, 0xFFFF)].astype(np.uint64)
-            low[c > 0xFFFF] = _NO_MATCH
-            key |= low << np.uint64(16 * j)
+            key |= _lower(cp, at_ + j).astype(np.uint64) << np.uint64(16 * j)
         at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
         hit = keys[at] == key
         present[tdoc[sel[hit]], ids_sorted[at[hit]]] = True
     return present[docs].sum(axis=1)
+
+
+def _lower(cp: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """uint16 [k]: the lower case of cp[pos] (_NO_MATCH for astral code points)."""
+    c = cp[pos]
+    if cp.dtype == np.uint8:
+        return _LOWER.take(c)
+    low = _LOWER.take(np.minimum(c, 0xFFFF))
+    low[c > 0xFFFF] = _NO_MATCH
+    return low
