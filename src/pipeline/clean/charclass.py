@@ -89,8 +89,10 @@ def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
     """(code points uint8 or uint32 [n], classes uint8 [n]) of a text without lone surrogates."""
     if text.isascii():
         cp = np.frombuffer(text.encode("ascii"), np.uint8)
-        return cp, _TABLE[:128][cp]
+        return cp, _TABLE.take(cp)
     cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    if cp.max() <= 0xFFFF:  # all BMP (one reduction): no clipping, no astral pass
+        return cp, _TABLE.take(cp)
     cls = _TABLE[np.minimum(cp, 0xFFFF)]
     high = cp > 0xFFFF
     if high.any():  # astral planes: CJK extensions are letters, emoji and the rest symbols

@@ -100,8 +100,10 @@ def segment(texts: list[str]) -> Segments:
     ws, we = word_spans(cp, cls)
     offsets = np.searchsorted(ws, np.append(starts, len(text) + 1))
     pw, inv = poly_powers(len(cp))
-    prefix = np.zeros(len(cp) + 1, np.uint64)
-    np.cumsum(cp.astype(np.uint64) * pw[: len(cp)], dtype=np.uint64, out=prefix[1:])
+    prefix = np.empty(len(cp) + 1, np.uint64)
+    prefix[0] = 0
+    np.multiply(cp, pw[: len(cp)], out=prefix[1:])  # in place: no 8-byte temporaries
+    np.cumsum(prefix[1:], out=prefix[1:])
     hashes = (prefix[we] - prefix[ws]) * inv[ws]  # as hashing.span_hashes
     return Segments(text, starts, starts + lengths, cp, cls, ws, we, offsets, hashes, prefix)
 
