@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from pipeline.clean.charclass import DIGIT, char_classes
+from pipeline.clean.segment import chunks
 
 PII_KINDS = ("url", "email", "key", "ip", "phone")
 PLACEHOLDER = {k: f"<|{k}|>" for k in PII_KINDS}
@@ -133,12 +134,20 @@ def digit_hints(texts: list[str]) -> np.ndarray:
     here are Unicode N*, a superset of the regexes' \\d, so False is certain (no pattern can
     match) and True only means "run the pattern" (a year or a price is not an address)."""
     out = np.zeros((len(texts), 2), bool)
-    if not texts:
-        return out
+    for lo, hi in chunks([len(t) for t in texts]):  # ~1M characters: arrays stay in cache
+        out[lo:hi] = _digit_hints(texts[lo:hi])
+    return out
+
+
+def _digit_hints(texts: list[str]) -> np.ndarray:
+    out = np.zeros((len(texts), 2), bool)
+    # joined by 4 newlines: no run of digits 3 apart nor chain of dots 4 apart crosses two
+    # texts, so runs need no document ids (only the runs found look theirs up)
+    sep = "\n" * 4
     lengths = np.fromiter(map(len, texts), np.int64, len(texts))
     starts = np.zeros(len(texts), np.int64)
-    np.cumsum(lengths[:-1] + 1, out=starts[1:])
-    cp, cls = char_classes("\n".join(texts))
+    np.cumsum(lengths[:-1] + len(sep), out=starts[1:])
+    cp, cls = char_classes(sep.join(texts))
     digit = cls == DIGIT
     pos = np.flatnonzero(digit)
     if len(pos) < 4:
@@ -151,11 +160,11 @@ def digit_hints(texts: list[str]) -> np.ndarray:
         chain = dots[:-2][gap[:-1] & gap[1:]]
         out[np.searchsorted(starts, chain, side="right") - 1, 0] = True
     # phone: >= 7 digits each within 3 characters of the next
-    doc = np.searchsorted(starts, pos, side="right") - 1
-    brk = np.flatnonzero(~((doc[1:] == doc[:-1]) & (np.diff(pos) <= 3)))
+    brk = np.flatnonzero(np.diff(pos) > 3)
     run_start = np.concatenate(([0], brk + 1))
     run_len = np.diff(np.append(run_start, len(pos)))
-    out[doc[run_start[run_len >= 7]], 1] = True
+    found = pos[run_start[run_len >= 7]]
+    out[np.searchsorted(starts, found, side="right") - 1, 1] = True
     return out
 
 
