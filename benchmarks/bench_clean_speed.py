@@ -52,9 +52,8 @@ if breakdown:
             finally:
                 acc[label] = acc.get(label, 0.0) + time.process_time() - t
         setattr(mod, name, timed)
-    norm = "normalize_texts" if hasattr(sc, "normalize_texts") else "normalize_text"
     for mod, name, label in [
-        (sc, norm, "normalise"), (sc, "filter_stats_batch", "statistics (all)"),
+        (sc, "normalize_text", "normalise"), (sc, "filter_stats_batch", "statistics (all)"),
         (sc, "redact", "pii redaction"), (sc, "digit_hints", "pii digit pre-check"),
         (ts, "segment", "segmentation (classes, words, hashes)"),
         (ts, "_dominant_scripts", "script share"), (ts, "ngram_stats", "n-gram rules"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.clean.normalize import NormalizeOptions, normalize_text, normalize_texts
+from pipeline.clean.normalize import NormalizeOptions, normalize_text
 
 ALL_ON = NormalizeOptions()
 
@@ -40,14 +40,3 @@ def test_lone_surrogates_and_nul_removed():
     assert text == "ok text here"
     assert counts[0] == 1
     text.encode("utf-8")  # writable
-
-
-def test_normalize_texts_equals_each_text_alone():
-    """The batch's one control check: a batch with no control skips each text's check, one
-    with a control (or a lone surrogate) in any text checks them all; results are the same."""
-    clean = ["plain text", "caf\u00e9 \uff21", "a\r\nb"]
-    for batch in (clean, [*clean, "bad\x07bell"], [*clean, "lone\ud800"]):
-        texts, counts = normalize_texts(batch, ALL_ON)
-        alone = [normalize_text(t, ALL_ON) for t in batch]
-        assert texts == [t for t, _ in alone]
-        assert counts == [sum(c[k] for _, c in alone) for k in range(4)]

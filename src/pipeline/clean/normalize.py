@@ -134,23 +134,8 @@ def fold_whitespace(text: str) -> str:
     return text.strip()
 
 
-def normalize_texts(texts: list[str], opts: NormalizeOptions) -> tuple[list[str], list[int]]:
-    """normalize_text of each text; returns (texts, counters summed over them). One control
-    check over the joined texts ("\\n" is no control) spares each text its own when none has one."""
-    controls = opts.remove_control and _may_have_control("\n".join(texts))
-    out, total = [], [0, 0, 0, 0]
-    for text in texts:
-        text, counts = normalize_text(text, opts, controls)
-        out.append(text)
-        total = [a + b for a, b in zip(total, counts, strict=True)]
-    return out, total
-
-
-def normalize_text(
-    text: str, opts: NormalizeOptions, may_have_control: bool = True
-) -> tuple[str, list[int]]:
-    """Apply the enabled steps in a fixed order; returns (text, counters in NORMALIZE_COUNTERS).
-    may_have_control=False: the caller checked that the text holds no control character."""
+def normalize_text(text: str, opts: NormalizeOptions) -> tuple[str, list[int]]:
+    """Apply the enabled steps in a fixed order; returns (text, counters in NORMALIZE_COUNTERS)."""
     counts = [0, 0, 0, 0]
     if not text.isascii() and _has_surrogate(text):
         new = _SURROGATE_RE.sub("", text)  # always: the output part could not be written
@@ -158,7 +143,7 @@ def normalize_text(
         text = new
     if "\r" in text:
         text = _CR_RE.sub("\n", text)
-    if opts.remove_control and may_have_control and _may_have_control(text):
+    if opts.remove_control and _may_have_control(text):
         new = _CONTROL_RE.sub("", text)
         counts[0] |= int(len(new) != len(text))
         text = new
@@ -167,12 +152,8 @@ def normalize_text(
         counts[1] = int(new != text)
         text = new
     if opts.nfkc and not text.isascii():
-        try:  # most non-ASCII text is NFKC already: the quick check is ~10x faster
-            new = (
-                text
-                if unicodedata.is_normalized("NFKC", text)
-                else unicodedata.normalize("NFKC", text)
-            )
+        try:
+            new = unicodedata.normalize("NFKC", text)
         except UnicodeError:  # unreachable once controls are removed; kept for remove_control=False
             new = text
         counts[2] = int(new != text)

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from pipeline.clean import langid, urls
 from pipeline.clean.charclass import SCRIPTS
-from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_texts
+from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
 from pipeline.clean.pii import PII_KINDS, digit_hints, redact
 from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
 from pipeline.clean.textstats import STAT_INDEX, filter_stats_batch
@@ -201,11 +201,14 @@ class CleanedBatch:
 def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
     """Normalise, measure, filter and redact a batch of texts; None counts as empty."""
     opts = cfg.normalize_options
+    out_texts: list[str] = []
     norm_counts = np.zeros(len(NORMALIZE_COUNTERS), np.int64)
     scripts: Counter[str] = Counter()
     c4_args = (cfg.min_words_per_line, cfg.max_word_length or 1 << 62)
-    out_texts, counts = normalize_texts([raw or "" for raw in texts], opts)
-    norm_counts += counts
+    for raw in texts:
+        text, counts = normalize_text(raw or "", opts)
+        norm_counts += counts
+        out_texts.append(text)
     stats = filter_stats_batch(out_texts, cfg.max_chars, c4_args)
     codes = stats[:, STAT_INDEX["dominant_script"]]
     scripts.update(SCRIPTS[int(c)] for c in codes[~np.isnan(codes)])
