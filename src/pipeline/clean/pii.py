@@ -38,6 +38,7 @@ _KEY_SHAPES = [
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
 ]
 _KEY_RE = re.compile(r"(?<![\w-])(?:" + "|".join(_KEY_SHAPES) + r")", re.DOTALL)
+KEY_MIN_CHARS = 15  # the shortest key shape, Slack's "xoxb-" + 10 (clean v3; v2 assumed 20)
 # long hex (>= 32) or base64 (>= 32) runs; validated: must mix letters and digits
 _LONG_KEY_RE = re.compile(
     r"(?<![\w+/=-])(?:[0-9a-fA-F]{32,}|[A-Za-z0-9+/_-]{32,}={0,2})"
@@ -213,8 +214,8 @@ def redact(
     Each pattern runs only where a cheap check says it can match (the patterns cost ~20 MB/s
     each, the checks ~1 GB/s): a URL needs "://" or "www.", an email an "@" between a
     local-part character and a letter or digit (_may_email), a key shape its
-    literal prefix and a long key a word of >= 32 characters (every key is a run of >= 20
-    non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need three dots between
+    literal prefix and a long key a word of >= 32 characters (every key is a run of >=
+    KEY_MIN_CHARS non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need three dots between
     digits and phone numbers digits close together (`has_digits`, `may_ipv4`, `may_phone`:
     digit_hints).
     """
@@ -225,7 +226,7 @@ def redact(
         text, counts["url"] = _sub(_URL_RE, text, "url", None)
     if "email" in kinds and "@" in text and _may_email(text):
         text, counts["email"] = _sub(_EMAIL_RE, text, "email", None)
-    if "key" in kinds and (max_word_length is None or max_word_length >= 20):
+    if "key" in kinds and (max_word_length is None or max_word_length >= KEY_MIN_CHARS):
         n1 = n2 = 0
         if any(h in text for h in _KEY_HINTS):
             text, n1 = _sub(_KEY_RE, text, "key", None)
