@@ -148,6 +148,7 @@ class Tokenizer:
             hints=self._hints,
             specials=self.specials,
             findall=self._pat.findall,
+            pattern=model.pattern,
             chunk_ids=self._chunk_ids,
             finish=self._finish,
             merges=self.merges,

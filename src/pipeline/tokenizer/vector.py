@@ -1,7 +1,8 @@
 """encode_batch without a Python object per chunk: a group of texts becomes one array of code
 points, and chunk boundaries, chunk hashes, cache lookups and the output ids are all numpy.
-Python strings are made only for the distinct chunks the cache lacks (their ids come from
-`batch.ids_of_chunks`, the vectorised BPE).
+The chunks the cache lacks stay code points too: `chunk_ids` splits them into pieces
+(pieces.piece_starts), turns the distinct pieces into UTF-8 and merges them all at once
+(batch.bpe_flat, the vectorised BPE), with no Python string per chunk or piece.
 
 Chunks are exactly pretokenize.COARSE's: whitespace runs split as the GPT-2 rules split them,
 and each run of non-whitespace with the one plain space before it (see `chunk_starts`; a
@@ -13,12 +14,14 @@ so a hash collision cannot change an id: the group falls back to the dictionary 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import chain
 
 import numpy as np
 
 from pipeline.hashing import GOLDEN64, span_hashes
-from pipeline.tokenizer.batch import gather_runs
+from pipeline.tokenizer.batch import SHORT_PIECE, PairRanks, bpe_flat, gather_runs
+from pipeline.tokenizer.pieces import piece_starts
 from pipeline.tokenizer.pretokenize import WHITESPACE
 
 _WS = np.zeros(0x3002, bool)  # WHITESPACE's code points lie below U+3001; [0x3001] stays False
@@ -173,22 +176,98 @@ class ChunkStore:
         return entries
 
 
+_LEAD = np.array([0, 0, 0xC0, 0xE0, 0xF0], np.int64)  # first UTF-8 byte's bits, by width
+
+
+def utf8(cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, width): the UTF-8 bytes (uint8) of the code points, surrogates as their 3-byte
+    `surrogatepass` form, and the byte count of each code point."""
+    if not len(cp) or int(cp.max()) < 0x80:
+        return cp.astype(np.uint8), np.ones(len(cp), np.int64)
+    width = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
+    owner = np.repeat(np.arange(len(cp)), width)
+    lead = np.cumsum(width) - width
+    k = np.arange(len(owner)) - lead[owner]  # byte k of its code point
+    c = cp[owner].astype(np.int64)
+    shift = 6 * (width[owner] - 1 - k)
+    out = ((c >> shift) & 0x3F) | 0x80
+    out[lead] = (c[lead] >> shift[lead]) | _LEAD[width]
+    return out.astype(np.uint8), width
+
+
+def chunk_ids(
+    cp: np.ndarray,
+    size: np.ndarray,
+    table: PairRanks,
+    byte_ids: np.ndarray,
+    finish: Callable[[list[int]], list[int]],
+    redo: Callable[[str], Sequence[int]],
+    digits: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ids of distinct COARSE chunks laid end to end in `cp` (chunk k has size[k] > 0 code
+    points): (flat, counts), chunk k's ids being the counts[k] after those of the chunks before
+    it. No Python string is made: pieces come from pieces.piece_starts, are deduplicated by
+    hash (verified: HashMismatch on a collision), turned into UTF-8 and merged by
+    batch.bpe_flat. A chunk holding a piece over SHORT_PIECE bytes is made by `redo(chunk)`
+    (the O(n log n) path)."""
+    n = len(cp)
+    cstart = np.cumsum(size) - size
+    first = np.zeros(n, bool)
+    first[cstart] = True
+    ps = piece_starts(cp, first, digits)
+    pe = np.empty_like(ps)
+    pe[:-1], pe[-1] = ps[1:], n
+    plen = pe - ps
+    _, rep, inverse = np.unique(chunk_hashes(cp, ps, pe), return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(plen[rep][inverse], plen) or not np.array_equal(
+        gather_runs(cp, ps[rep][inverse], plen), cp
+    ):
+        raise HashMismatch
+    data, width = utf8(gather_runs(cp, ps[rep], plen[rep]))
+    nbytes = np.add.reduceat(width, np.cumsum(plen[rep]) - plen[rep])  # per distinct piece
+    long = nbytes > SHORT_PIECE
+    if long.any():  # left out of the BPE arrays; their chunks are made by `redo` below
+        data = data[np.repeat(~long, nbytes)]
+    ids, counts = bpe_flat(data, nbytes[~long], table, byte_ids, finish)
+    per = np.zeros(len(rep), np.int64)
+    per[~long] = counts
+    occ = per[inverse]  # ids of each piece occurrence, in order
+    flat = gather_runs(ids, (np.cumsum(per) - per)[inverse], occ)
+    out = np.add.reduceat(occ, np.searchsorted(ps, cstart))
+    if long.any():
+        again = np.unique(np.searchsorted(cstart, ps[long[inverse]], "right") - 1)
+        text = cp.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
+        extra = [
+            redo(text[a:b])
+            for a, b in zip(cstart[again].tolist(), (cstart + size)[again].tolist(), strict=True)
+        ]
+        more = np.fromiter(map(len, extra), np.int64, len(extra))
+        at = np.cumsum(out) - out
+        at[again] = len(flat) + np.cumsum(more) - more
+        out[again] = more
+        flat = gather_runs(
+            np.concatenate([flat, np.fromiter(chain.from_iterable(extra), np.int64)]), at, out
+        )
+    return flat, out
+
+
 def encode_plain(
     texts: list[str],
     store: ChunkStore,
-    new_ids: Callable[[list[str]], tuple[np.ndarray, ...]],
+    new_ids: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
 ) -> list[list[int]]:
     """Ids of texts without special tokens: chunks found, hashed, looked up and turned into
-    ids in numpy; `new_ids(chunks)` -> (order, flat, lo, hi) makes the ids of chunks the store
-    lacks (batch.ids_of_chunks), which are then stored. Raises HashMismatch if a chunk's
-    stored code points differ from the text's (a 64-bit hash collision)."""
+    ids in numpy; `new_ids(cp, size)` -> (flat, counts) makes the ids of the chunks the store
+    lacks, given end to end as code points (chunk_ids), which are then stored. Raises
+    HashMismatch if a chunk's stored code points differ from the text's (a 64-bit hash
+    collision)."""
     sizes = np.fromiter(map(len, texts), np.int64, len(texts))
     out: list[list[int]] = [[] for _ in texts]
     live = np.flatnonzero(sizes)
     if not len(live):
         return out
-    text = "".join(texts)
-    cp = code_points(text)
+    cp = code_points("".join(texts))
     doc_end = np.cumsum(sizes)
     doc_start, doc_end = (doc_end - sizes)[live], doc_end[live]
     starts = chunk_starts(cp, doc_start, doc_end)
@@ -201,14 +280,10 @@ def encode_plain(
     if len(miss):
         distinct, first, inverse = np.unique(h[miss], return_index=True, return_inverse=True)
         rep = miss[first]  # one occurrence of each new chunk
-        new = list(map(text.__getitem__, map(slice, starts[rep].tolist(), ends[rep].tolist())))
-        order, flat, lo, hi = new_ids(new)
-        at = rep[order]
-        chars = gather_runs(cp, starts[at], size[at])
-        made = store.add(distinct[order], gather_runs(flat, lo, hi - lo), hi - lo, chars, size[at])
-        of_new = np.empty(len(new), np.int64)
-        of_new[order] = made
-        entry[miss] = of_new[inverse.reshape(-1)]
+        chars = gather_runs(cp, starts[rep], size[rep])
+        flat, counts = new_ids(chars, size[rep])
+        made = store.add(distinct, flat, counts, chars, size[rep])
+        entry[miss] = made[inverse.reshape(-1)]
     # every chunk is checked against the code points stored with its entry
     if not np.array_equal(store.cp_len.data[entry], size) or not np.array_equal(
         gather_runs(store.cps.data, store.cp_off.data[entry], size), cp
