@@ -59,6 +59,7 @@ class BatchEncoder:
         self._table: PairRanks | None = None  # built on first use
         self._store = ChunkStore()  # chunk hash -> ids (vector.py)
         self._byte_array: np.ndarray | None = None
+        self._id_objects: np.ndarray | None = None  # id -> the Python int (dtype object)
 
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
         """`[encode(t) for t in texts]`, faster: texts are taken in groups of ~BATCH_CHARS;
@@ -136,7 +137,10 @@ class BatchEncoder:
         if len(self._store) > MAX_CACHE_ENTRIES:
             self._store.clear()
         try:
-            return encode_plain(texts, self._store, self._new_chunk_ids)
+            if self._id_objects is None:
+                size = max([*self.tok.merged_ids, *self.tok.byte_ids]) + 1
+                self._id_objects = np.array(list(range(size)), dtype=object)
+            return encode_plain(texts, self._store, self._new_chunk_ids, self._id_objects)
         except HashMismatch:  # two chunks share a 64-bit hash: never seen, but stay exact
             self._store.clear()
             return self._encode_group(texts)
