@@ -136,13 +136,13 @@ def bpe_flat(
             break
         # min over each piece of (rank, position): the lowest rank, leftmost, in one pass
         best = np.minimum.reduceat(key | pos[: len(tok)], starts)
-        keep = np.ones(len(tok), bool)
         done = best >= _NO_KEY
-        if done.any():  # finished pieces leave the arrays
-            gone = np.repeat(done, cnt)
-            finished.append((piece[done], cnt[done], tok[gone]))
-            keep[gone] = False
+        if not done.any():
+            keep = np.ones(len(tok), bool)
+        else:  # finished pieces leave the arrays
             live = ~done
+            keep = np.repeat(live, cnt)
+            finished.append((piece[done], cnt[done], tok[~keep]))
             best, cnt, piece, starts, ends = (
                 best[live],
                 cnt[live],

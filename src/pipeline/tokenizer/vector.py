@@ -129,8 +129,8 @@ class ChunkStore:
         return out
 
     def _place(self, h: np.ndarray, entries: np.ndarray) -> None:
-        """Insert distinct, absent hashes: rounds in which the first claimant of a free slot
-        takes it and the others probe on."""
+        """Insert distinct, absent hashes: rounds in which every claimant of a free slot writes
+        its hash there, the one whose hash stayed takes it, and the others probe on."""
         mask = len(self.keys) - 1
         slot = self._home(h)
         todo = np.arange(len(h))
@@ -138,12 +138,11 @@ class ChunkStore:
             s = slot[todo]
             free = self.keys[s] == 0
             claim, where = todo[free], s[free]
-            taken, first = np.unique(where, return_index=True)
-            won = claim[first]
-            self.keys[taken], self.vals[taken] = h[won], entries[won]
-            placed = np.zeros(len(h), bool)
-            placed[won] = True
-            todo = todo[~placed[todo]]
+            self.keys[where] = h[claim]  # one write per slot lands (hashes are distinct)
+            won = self.keys[where] == h[claim]
+            self.vals[where[won]] = entries[claim[won]]
+            free[free] = won
+            todo = todo[~free]
             slot[todo] = (slot[todo] + 1) & mask
 
     def add(
