@@ -94,7 +94,8 @@ class _Grow:
 class ChunkStore:
     """chunk hash -> entry; an entry holds the chunk's ids and code points (for verification).
 
-    Open addressing with linear probing over numpy arrays, load <= 1/2, doubled when full."""
+    Open addressing with linear probing over numpy arrays, load <= 1/4 (lookups of a cold pass
+    0.12 s -> 0.09 s against load <= 1/2: fewer probe rounds), doubled when full."""
 
     def __init__(self) -> None:
         self.clear()
@@ -163,9 +164,9 @@ class ChunkStore:
         self.cp_off.extend(cp_at + np.cumsum(cp_len) - cp_len)
         self.cp_len.extend(cp_len)
         self.hashes.extend(h)
-        if 2 * len(self) > len(self.keys):
+        if 4 * len(self) > len(self.keys):
             size = len(self.keys)
-            while 2 * len(self) > size:
+            while 4 * len(self) > size:
                 size *= 2
             self.keys = np.zeros(size, np.uint64)
             self.vals = np.full(size, -1, np.int64)
