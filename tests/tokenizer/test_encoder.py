@@ -187,7 +187,7 @@ def test_numpy_pieces_equal_findall(texts):
 def test_long_texts_are_cut_where_no_piece_crosses(tok):
     """Texts over BATCH_CHARS are encoded in segments cut between non-whitespace and
     whitespace: the ids of the whole text (one without whitespace stays whole; so does one
-    with a special token)."""
+    with a special token), as lists and as encode_batch_flat's (ids, counts)."""
     rng = random.Random(6)
     words = [w for t in MIXED[:3] for w in t.replace("<|", "").split(" ")]
     long = "".join(
@@ -197,4 +197,13 @@ def test_long_texts_are_cut_where_no_piece_crosses(tok):
     with patch.object(encoder, "BATCH_CHARS", 256), patch.object(encoder, "MIN_VECTOR", 1):
         fresh = Tokenizer(tok.merges)
         assert len(fresh._batch._cut(long)) > 4
-        assert fresh.encode_batch(texts) == [tok.encode(t) for t in texts]
+        expect = [tok.encode(t) for t in texts]
+        assert fresh.encode_batch(texts) == expect
+        texts, expect = ["", *texts, ""], [[], *expect, []]  # the numpy output, warm and cold
+        for flat, counts in (
+            fresh.encode_batch_flat(texts),
+            Tokenizer(tok.merges).encode_batch_flat(texts),
+        ):
+            assert counts.tolist() == [len(e) for e in expect]
+            assert flat.tolist() == [i for e in expect for i in e]
+    assert [a.tolist() for a in Tokenizer(tok.merges).encode_batch_flat([])] == [[], []]

@@ -67,8 +67,17 @@ class BatchEncoder:
         no cache holds go through BPE together, vectorised (batch.py), not one by one."""
         if self.tok.chunks is None:
             return [self.tok.encode(t) for t in texts]
-        out: list[list[int]] = []
-        cuts: list[tuple[int, int]] = []  # (first segment, segments) of each text cut up
+        ids, counts = self.encode_batch_flat(texts)
+        return _lists(self._objects()[ids], counts)
+
+    def encode_batch_flat(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """encode_batch's ids as numpy, no Python int per id: (ids int64, counts int64), the
+        ids of every text one after another and how many belong to each text. A text over
+        BATCH_CHARS is cut into segments (_cut), encoded as texts and counted as one again."""
+        if self.tok.chunks is None:
+            return _flat([self.tok.encode(t) for t in texts])
+        done: list[tuple[np.ndarray, np.ndarray]] = []  # (ids, counts) of each group
+        segments_of: list[int] = []  # segments of each text
         group: list[str] = []
         size = 0
         was_enabled = gc.isenabled()
@@ -76,22 +85,33 @@ class BatchEncoder:
         try:
             for text in texts:
                 segments = self._cut(text) if len(text) > BATCH_CHARS else (text,)
-                if len(segments) > 1:
-                    cuts.append((len(out) + len(group), len(segments)))
+                segments_of.append(len(segments))
                 for seg in segments:
                     group.append(seg)
                     size += len(seg)
                     if size >= BATCH_CHARS:
-                        out.extend(self._encode_mixed(group))
+                        done.append(self._encode_mixed(group))
                         group, size = [], 0
             if group:
-                out.extend(self._encode_mixed(group))
+                done.append(self._encode_mixed(group))
         finally:
             if was_enabled:
                 gc.enable()
-        for at, k in reversed(cuts):  # each cut-up text's segments joined again
-            out[at : at + k] = [list(chain.from_iterable(out[at : at + k]))]
-        return out
+        if not done:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        ids = np.concatenate([d[0] for d in done])
+        counts = np.concatenate([d[1] for d in done])
+        if len(counts) > len(segments_of):  # some texts were cut: their segments summed
+            counts = np.add.reduceat(counts, np.cumsum(segments_of) - segments_of)
+        return ids, counts
+
+    def _objects(self) -> np.ndarray:
+        """id -> the Python int, as an object array: a gather of references is ~2x faster than
+        making an int for each id with tolist."""
+        if self._id_objects is None:
+            size = max([*self.tok.merged_ids, *self.tok.byte_ids, *self.tok.specials.values()])
+            self._id_objects = np.array(list(range(size + 1)), dtype=object)
+        return self._id_objects
 
     def _cut(self, text: str) -> Sequence[str]:
         """A text without special tokens in segments of about BATCH_CHARS / 2 or more, cut
@@ -110,9 +130,9 @@ class BatchEncoder:
         segments.append(text[at:])
         return segments
 
-    def _encode_mixed(self, texts: list[str]) -> list[list[int]]:
-        """Texts without special tokens the numpy way (vector.py), the others (and very long
-        ones) through the chunk dictionary (_encode_group)."""
+    def _encode_mixed(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, counts) of texts: those without special tokens the numpy way (vector.py), the
+        others (and very long ones) through the chunk dictionary (_encode_group)."""
         hints, splitter = self.tok.hints, self.tok.splitter
         special = [  # and texts over BATCH_CHARS: numpy arrays of 8 bytes per character
             i
@@ -122,28 +142,25 @@ class BatchEncoder:
         if not special:
             return self._encode_plain_or_dict(texts)
         plain = sorted(set(range(len(texts))).difference(special))
-        out: list[list[int]] = [[] for _ in texts]
-        for rows, ids in (
-            (plain, self._encode_plain_or_dict([texts[i] for i in plain])),
-            (special, self._encode_group([texts[i] for i in special])),
-        ):
-            for i, doc in zip(rows, ids, strict=True):
+        out: list[list[int] | np.ndarray] = [[] for _ in texts]
+        if plain:
+            ids, counts = self._encode_plain_or_dict([texts[i] for i in plain])
+            for i, doc in zip(plain, np.split(ids, np.cumsum(counts)[:-1]), strict=True):
                 out[i] = doc
-        return out
+        for i, doc in zip(special, self._encode_group([texts[i] for i in special]), strict=True):
+            out[i] = doc
+        return _flat(out)
 
-    def _encode_plain_or_dict(self, texts: list[str]) -> list[list[int]]:
+    def _encode_plain_or_dict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         if not texts:
-            return []
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         if len(self._store) > MAX_CACHE_ENTRIES:
             self._store.clear()
         try:
-            if self._id_objects is None:
-                size = max([*self.tok.merged_ids, *self.tok.byte_ids]) + 1
-                self._id_objects = np.array(list(range(size)), dtype=object)
-            return encode_plain(texts, self._store, self._new_chunk_ids, self._id_objects)
+            return encode_plain(texts, self._store, self._new_chunk_ids)
         except HashMismatch:  # two chunks share a 64-bit hash: never seen, but stay exact
             self._store.clear()
-            return self._encode_group(texts)
+            return _flat(self._encode_group(texts))
 
     def _new_chunk_ids(self, cp: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(flat, counts): the ids of chunks no cache holds, given end to end as code points
@@ -232,3 +249,15 @@ class BatchEncoder:
                 self.tok.chunks.update(zip(todo, map(ids.__getitem__, spans), strict=True))
                 return
         self.tok.chunks.update(zip(todo, map(self.tok.chunk_ids, todo), strict=True))
+
+
+def _flat(docs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, counts) of id lists."""
+    counts = np.fromiter(map(len, docs), np.int64, len(docs))
+    return np.fromiter(chain.from_iterable(docs), np.int64, int(counts.sum())), counts
+
+
+def _lists(ids: np.ndarray, counts: np.ndarray) -> list[list[int]]:
+    """The id lists of (ids, counts); `ids` an object array of Python ints."""
+    cut = np.cumsum(counts).tolist()
+    return [ids[a:b].tolist() for a, b in zip([0, *cut[:-1]], cut, strict=True)]
