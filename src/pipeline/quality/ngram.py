@@ -21,6 +21,7 @@ model also keeps raw unigram frequencies (add-1/2), the baseline of the context 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -253,63 +254,61 @@ class NgramLM:
         return np.log(p), np.log(p_uni), hit, uni, np.log(p2)
 
 
-_EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # an empty slot's key: stops every probe
+_ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # the sentinel after the last key: stops every probe
 
 
 @dataclass
 class HashTable:
-    """Sorted uint64 keys laid out by ordered linear probing: the keys are uniform hashes, key i
-    sits in the first free slot at or after its home slot (its top `bits` bits), in ascending
-    order, so a lookup reads the home slot and, in ~1/3 of cases, the next few (~1.3 reads
-    at load <= 3/4, against ~20 dependent reads for a binary search, and one gather where a
-    bucket index needs two). Building is one cumulative max (no probing loop); memory is ~8 B
-    (key) + 12 B x slots per key (1.33-2.67 slots per key). A key's position in `keys` is its
-    position in the caller's value arrays."""
+    """Sorted distinct uint64 keys (uniform hashes) with a bucket index over their top `bits`
+    bits: the keys of bucket b are keys[start[b]:start[b + 1]] (they are contiguous, the keys
+    being sorted). A lookup reads its bucket's first key and, where that key is smaller, the
+    next ones (at <= 1/2 key per bucket ~1.25 reads, no search, no displaced runs): a query's
+    place in `keys` is the first key >= it at or after its bucket's start. Memory: 8 B (key) +
+    4 B x 2-4 buckets per key. A key's position in `keys` is its position in the caller's
+    value arrays."""
 
     keys: np.ndarray  # uint64 [n], sorted, distinct
-    slot_keys: np.ndarray  # uint64 [S]: the key in each slot, _EMPTY where free
-    slot_index: np.ndarray  # int32 [S]: that key's position in `keys`, -1 where free
-
-    @property
-    def shift(self) -> np.uint64:
-        bits = max((len(self.keys) * 4 // 3).bit_length(), 1)
-        return np.uint64(64 - bits)
 
     @staticmethod
     def build(keys: np.ndarray) -> HashTable:
         """keys: distinct uint64, ascending (as np.unique returns them)."""
-        n = len(keys)
-        bits = max((n * 4 // 3).bit_length(), 1)  # 2^bits slots: load < 3/4
-        home = (keys >> np.uint64(64 - bits)).astype(np.int64)
-        rank = np.arange(n, dtype=np.int64)
-        # key i goes to max(home_i, slot of key i-1 + 1): a running max, homes ascend with keys
-        slot = np.maximum.accumulate(home - rank) + rank if n else rank
-        size = max(1 << bits, int(slot[-1]) + 1 if n else 0) + 1  # a free slot ends every run
-        slot_keys = np.full(size, _EMPTY, np.uint64)
-        slot_keys[slot] = keys
-        slot_index = np.full(size, -1, np.int32)
-        slot_index[slot] = rank
-        return HashTable(keys, slot_keys, slot_index)
+        return HashTable(keys)
+
+    @functools.cached_property
+    def _index(self) -> tuple[np.ndarray, np.ndarray, np.uint64]:
+        """(keys + the all-ones sentinel, bucket starts int32 [2^bits + 1], shift 64 - bits)."""
+        n = len(self.keys)
+        bits = max((2 * n).bit_length(), 1)  # 2^bits > 2n buckets: load < 1/2
+        shift = np.uint64(64 - bits)
+        home = (self.keys >> shift).astype(np.intp)
+        start = np.zeros((1 << bits) + 1, np.int32)
+        np.cumsum(np.bincount(home, minlength=1 << bits), out=start[1:])
+        return np.concatenate([self.keys, [_ALL_ONES]]), start, shift
+
+    def rows(self, query: np.ndarray) -> np.ndarray:
+        """int32 [len(query)]: each query's position in `keys`, len(keys) where absent (the
+        index of a zero row callers append to their value arrays)."""
+        ext, start, shift = self._index
+        n = len(self.keys)
+        at = start[(query >> shift).astype(np.intp)]
+        got = ext[at]
+        # keys ascend and every earlier bucket holds smaller keys: read on while the key is
+        # smaller than the query; the sentinel (or any larger key) ends the probe
+        pending = np.flatnonzero(got < query)
+        while len(pending):
+            a = at[pending] + 1
+            at[pending] = a
+            g = ext[a]
+            got[pending] = g
+            pending = pending[g < query[pending]]
+        # the all-ones query stops at the sentinel: n, absent, unless it is the last key
+        return np.where(got == query, at, np.int32(n))
 
     def find(self, query: np.ndarray) -> np.ndarray:
         """int64 [len(query)]: each key's position in `keys`, -1 where absent."""
-        if len(self.keys) == 0:
-            return np.full(len(query), -1, np.int64)
-        s = (query >> self.shift).astype(np.intp)
-        got = self.slot_keys[s]
-        out = np.where(got == query, self.slot_index[s], -1).astype(np.int64)
-        # keys ascend along the slots: a smaller key means a displaced run, read on; the first
-        # key >= the query (a free slot included) ends the probe
-        pending = np.flatnonzero(got < query)
-        while len(pending):
-            s_p = s[pending] + 1
-            s[pending] = s_p
-            q = query[pending]
-            got = self.slot_keys[s_p]
-            hit = got == q
-            out[pending[hit]] = self.slot_index[s_p[hit]]
-            pending = pending[got < q]
-        return out
+        r = self.rows(query).astype(np.int64)
+        r[r == len(self.keys)] = -1
+        return r
 
 
 def _group(keys: np.ndarray) -> tuple[np.ndarray, ...]:
