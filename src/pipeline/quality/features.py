@@ -16,6 +16,7 @@ import xxhash
 from pipeline.hashing import GOLDEN64
 from pipeline.permute import mix64
 from pipeline.quality import segment
+from pipeline.quality.ngram import HashTable
 
 # The order of the columns of `stats_matrix` and of the model's statistic weights.
 STAT_NAMES = (
@@ -119,16 +120,17 @@ def stats_matrix(texts: list[str], max_chars: int) -> np.ndarray:
 
 
 STATS_BATCH = 4096  # texts per pass: bounds memory; 12 bits of the per-document keys
-_stop_fps: np.ndarray | None = None
+_stop_table: HashTable | None = None
 
 
-def _stop_fingerprints() -> np.ndarray:
-    global _stop_fps
-    if _stop_fps is None:
+def _stop_fingerprints() -> HashTable:
+    """The stop words' fingerprints, as a table (one bucket read per word, not a search)."""
+    global _stop_table
+    if _stop_table is None:
         _, cps, _ = segment.join(sorted(STOP_WORDS))
         start, end = segment.runs((segment.classes(cps) & segment.LETTER) > 0)
-        _stop_fps = np.sort(segment.fingerprints(cps, start, end))
-    return _stop_fps
+        _stop_table = HashTable(np.unique(segment.fingerprints(cps, start, end)))
+    return _stop_table
 
 
 def _per_doc(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -165,7 +167,7 @@ def _stats_batch(texts: list[str]) -> np.ndarray:
         if len(w_start)
         else np.zeros(0, bool)
     )
-    w_doc = np.searchsorted(st, w_start, side="right") - 1
+    w_doc = np.repeat(np.arange(n, dtype=np.int64), num_words)
     num_no_alpha = np.bincount(w_doc[no_alpha], minlength=n)
     chars = np.maximum(_per_doc(non_space, st), 1)
     symbols = _per_doc((f & segment.SYMBOL) > 0, st) / chars
@@ -178,8 +180,7 @@ def _stats_batch(texts: list[str]) -> np.ndarray:
     l_doc = np.repeat(np.arange(n, dtype=np.int64), num_letters)
     denom = np.maximum(num_letters, 1)
     ss = _stop_fingerprints()
-    at = np.minimum(np.searchsorted(ss, fp), len(ss) - 1)
-    stop = np.bincount(l_doc, weights=ss[at] == fp, minlength=n) / denom
+    stop = np.bincount(l_doc, weights=ss.rows(fp) < len(ss.keys), minlength=n) / denom
     first = np.concatenate([[0], np.cumsum(num_letters)])[:-1]
     rank = np.arange(len(fp), dtype=np.int64) - first[l_doc]
     win = rank < UNIQUE_WINDOW

@@ -220,38 +220,95 @@ class NgramLM:
     def log_probs(self, tokens: Tokens, fold: np.ndarray) -> tuple[np.ndarray, ...]:
         """Per token (in document order), scored by the model of its document's fold (int [n]):
         ln P_KN(w | context), ln P_unigram(w), the highest order whose n-gram that model saw
-        (int8, 0: unseen word), the word's raw count in that model (float64) and ln P_KN(w |
-        previous word) (the bigram level, for the gain of longer contexts). Each [T]."""
+        (int8, 0: unseen word), the word's raw count in that model (float32) and ln P_KN(w |
+        previous word) (the bigram level, for the gain of longer contexts). Each [T].
+
+        Computed at every padded position (a pad's value is unused), so that a token's context,
+        the n-gram ending one position earlier, is a shifted view: one lookup per order and
+        position (`_levels`: an order's n-grams and the next order's contexts share a table)
+        and one gather of the (row, fold)'s values, from a flat table whose last row is zeros
+        (absent)."""
+        levels = self._levels
+        k_folds = np.int64(self.num_folds)
         g = _grams(tokens, self.order)
-        t = g.target
-        col = np.repeat(fold.astype(np.int64), tokens.lengths)
-        j1 = self.tables[0].find(g.h[0][t])
-        seen = j1 >= 0
-        j1 = np.maximum(j1, 0)
-        c1 = np.where(seen, self.values[0][j1, col], 0.0)
-        uni = np.where(seen, self.uni_counts[j1, col], 0.0)
-        total1 = self.values[0].sum(axis=0, dtype=np.float64)[col]
-        types1 = (self.values[0] > 0).sum(axis=0).astype(np.float64)[col]
-        num_tokens = self.uni_counts.sum(axis=0, dtype=np.float64)[col]
+        col_all = np.repeat(fold.astype(np.int64), tokens.lengths + (self.order - 1))
+        # per order, the flat (row, fold) index of every padded position (1D gathers: numpy's
+        # 2-D fancy indexing is several times slower)
+        at = [
+            lv.table.rows(h).astype(np.int64) * k_folds + col_all
+            for lv, h in zip(levels, g.h, strict=True)
+        ]
+        col = col_all[1:]  # from here on, positions 1.. (position 0 is a pad)
+        lv1 = levels[0]
+        c1 = lv1.count[at[0][1:]]
+        total1, types1, _ = (x[col] for x in lv1.fold_consts)
         d = self.discounts[0][col]
         p = (np.maximum(c1 - d, 0.0) + d * types1 / (types1 + 1.0)) / np.maximum(total1, 1.0)
         hit = (c1 > 0).astype(np.int8)
         for k in range(2, self.order + 1):
-            jc = self.ctx_tables[k - 2].find(g.h[k - 2][t - 1])
-            jc_ok = np.maximum(jc, 0)
-            den = np.where(jc >= 0, self.ctx_total[k - 2][jc_ok, col], 0.0)
+            ctx, a = levels[k - 2], at[k - 2][:-1]  # the (k-1)-gram one position earlier
+            den = ctx.total[a]
             found = den > 0  # a context only fold f saw is unseen for model f
-            den = np.where(found, den, 1.0)
-            typ = np.where(found, self.ctx_types[k - 2][jc_ok, col], 0.0)
-            j = self.tables[k - 1].find(g.h[k - 1][t])
-            c = np.where(j >= 0, self.values[k - 1][np.maximum(j, 0), col], 0.0)
+            den = np.where(found, den, np.float32(1.0))
+            typ = ctx.types[a]  # 0 where the context is unseen for the fold
+            c = levels[k - 1].count[at[k - 1][1:]]
             dk = self.discounts[k - 1][col]
             p = np.where(found, np.maximum(c - dk, 0.0) / den + dk * typ / den * p, p)
             hit = np.where(c > 0, np.int8(k), hit)
             if k == 2:
                 p2 = p
-        p_uni = (uni + 0.5) / (num_tokens + 0.5 * (types1 + 1))
-        return np.log(p), np.log(p_uni), hit, uni, np.log(p2)
+        t = g.target - 1  # the tokens' positions in these arrays
+        uni = lv1.uni[at[0][g.target]]
+        ct = col[t]
+        p_uni = (uni + 0.5) / (lv1.fold_consts[2][ct] + 0.5 * (lv1.fold_consts[1][ct] + 1))
+        return np.log(p[t]), np.log(p_uni), hit[t], uni, np.log(p2[t])
+
+    @functools.cached_property
+    def _levels(self) -> list[_Level]:
+        """The scoring view of the tables, built once per model (see `_Level`)."""
+        k = self.num_folds
+        out = []
+        for n in range(1, self.order + 1):
+            keys = self.tables[n - 1].keys
+            if n < self.order:  # the n-grams and the contexts of order n + 1 (also n-grams)
+                keys = np.union1d(keys, self.ctx_tables[n - 1].keys)
+
+            def spread(src_keys: np.ndarray, v: np.ndarray, keys=keys) -> np.ndarray:
+                flat = np.zeros((len(keys) + 1, k), np.float32)  # the last row: absent
+                flat[np.searchsorted(keys, src_keys)] = v
+                return flat.reshape(-1)
+
+            count = spread(self.tables[n - 1].keys, self.values[n - 1])
+            total = types = uni = None
+            consts: tuple[np.ndarray, ...] = ()
+            if n < self.order:
+                total = spread(self.ctx_tables[n - 1].keys, self.ctx_total[n - 1])
+                types = spread(self.ctx_tables[n - 1].keys, self.ctx_types[n - 1])
+            if n == 1:
+                uni = spread(self.tables[0].keys, self.uni_counts)
+                v = self.values[0]
+                consts = (
+                    v.sum(axis=0, dtype=np.float64),
+                    (v > 0).sum(axis=0).astype(np.float64),
+                    self.uni_counts.sum(axis=0, dtype=np.float64),
+                )
+            out.append(_Level(HashTable(keys), count, total, types, uni, consts))
+        return out
+
+
+@dataclass
+class _Level:
+    """Order n's lookup for scoring: one table of the n-grams and the order n + 1 contexts
+    (both n-token hashes), with the values of each (row, fold) in flat float32 arrays
+    [(rows + 1) x K] (row-major; the last row is zeros: absent). A position's row at order n
+    serves its own n-gram and, one position later, the next order's context."""
+
+    table: HashTable
+    count: np.ndarray  # the n-gram's (continuation) count, 0 for a context that is no n-gram
+    total: np.ndarray | None  # as a context: c(h •), 0 for an n-gram that is no context
+    types: np.ndarray | None  # as a context: N1+(h •)
+    uni: np.ndarray | None  # order 1: raw counts
+    fold_consts: tuple[np.ndarray, ...]  # order 1: per fold total, types, raw tokens (float64)
 
 
 _ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # the sentinel after the last key: stops every probe
