@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
 from pipeline.executor import Beside
 from pipeline.io import atomic_write_bytes
-from pipeline.parts import read_table
+from pipeline.parts import np_array, read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
@@ -112,7 +111,7 @@ def _eligible_part(
     sel = np.flatnonzero((u >= lo) & (u < hi))
     if len(sel) and "text" not in table.column_names:  # the text only when a row is drawn
         table = read_table(path, columns=["text"])
-    texts = table.column("text").take(pa.array(sel)).to_pylist() if len(sel) else []
+    texts = table.column("text").take(np_array(sel)).to_pylist() if len(sel) else []
     if with_clean:
         batch = clean_texts(texts, REFERENCE_CLEAN)
         kept = np.flatnonzero(batch.keep)
