@@ -31,7 +31,7 @@ from pipeline.quality.features import (
     DEFAULT_WEIGHTS,
     STAT_NAMES,
     heuristic_score,
-    stats_matrix,
+    stats_and_script_share,
 )
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
 from pipeline.quality.lmscore import (
@@ -43,7 +43,7 @@ from pipeline.quality.lmscore import (
     fit_lm,
     text_keys,
 )
-from pipeline.quality.ngram import SCRIPTS, char_script_share
+from pipeline.quality.ngram import SCRIPTS
 from pipeline.stages.clean import CleanConfig, clean_texts
 from pipeline.stages.quality import partcols
 
@@ -119,9 +119,9 @@ def _eligible_part(
     else:  # no clean stage: the corpus is scored as downloaded, so is the reference
         kept = np.arange(len(texts))
         out = [t or "" for t in texts]
-    stats = stats_matrix(out, max_chars)
+    stats, share = stats_and_script_share(out, max_chars)
     heur = heuristic_score(stats, weights, bias) if out else np.zeros(0)
-    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in out], bool)
+    unspaced = share >= UNSPACED_SHARE
     ok = np.where(unspaced, 1.0, heur) >= min_heuristic
     ok &= stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
     out = [t for t, k in zip(out, ok, strict=True) if k]
