@@ -271,7 +271,7 @@ class NgramLM:
         for n in range(1, self.order + 1):
             keys = self.tables[n - 1].keys
             if n < self.order:  # the n-grams and the contexts of order n + 1 (also n-grams)
-                keys = np.union1d(keys, self.ctx_tables[n - 1].keys)
+                keys = _union(keys, self.ctx_tables[n - 1].keys)
 
             def spread(src_keys: np.ndarray, v: np.ndarray, keys=keys) -> np.ndarray:
                 flat = np.zeros((len(keys) + 1, k), np.float32)  # the last row: absent
@@ -294,6 +294,13 @@ class NgramLM:
                 )
             out.append(_Level(HashTable(keys), count, total, types, uni, consts))
         return out
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.union1d of two sorted distinct uint64 arrays, by one (SIMD) sort: np.unique's
+    hash-based pass is several times slower here."""
+    s = np.sort(np.concatenate([a, b]))
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
 
 
 @dataclass
