@@ -274,9 +274,10 @@ class NgramLM:
                 keys = _union(keys, self.ctx_tables[n - 1].keys)
 
             def spread(src_keys: np.ndarray, v: np.ndarray, keys=keys) -> np.ndarray:
-                flat = np.zeros((len(keys) + 1, k), np.float32)  # the last row: absent
-                flat[np.searchsorted(keys, src_keys)] = v
-                return flat.reshape(-1)
+                flat = np.zeros((len(keys) + 1) * k, np.float32)  # the last row: absent
+                row = np.searchsorted(keys, src_keys).astype(np.int64) * k
+                flat[(row[:, None] + np.arange(k)).reshape(-1)] = v.reshape(-1)  # 1-D: faster
+                return flat
 
             count = spread(self.tables[n - 1].keys, self.values[n - 1])
             total = types = uni = None
