@@ -68,6 +68,18 @@ def _script_of(token: str) -> int:
     return 3
 
 
+def _scripts_of(cp: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """`_script_of` of tokens from their first characters' code points and class bits."""
+    c = cp.astype(np.int64)
+    cjk = (
+        ((c >= 0x3040) & (c < 0x3100))
+        | ((c >= 0x3400) & (c < 0xA000))
+        | ((c >= 0xF900) & (c < 0xFB00))
+    )
+    out = np.where(c < 0x250, 0, np.where((c >= 0x400) & (c < 0x530), 1, np.where(cjk, 2, 3)))
+    return np.where((f & segment.ALPHA) > 0, out, -1)
+
+
 @dataclass
 class Tokens:
     """Hashed tokens of a batch of documents, concatenated without padding."""
@@ -106,7 +118,8 @@ def tokenize(texts: list[str], max_chars: int) -> Tokens:
         np.uint64,
         count=len(vocab),
     )
-    scripts = np.fromiter(map(_script_of, vocab), np.int64, count=len(vocab))
+    first = tok_start[rep]
+    scripts = _scripts_of(cps[first], f[first])
     doc = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     tok_script = scripts[ids]
     letter = tok_script >= 0
