@@ -8,12 +8,12 @@ pattern `regex` findall pass over the same texts (the machine's yardstick).
 Corpus: bench_scale's (real text from /work/shared/corpora, perturbed copies) through download,
 clean and dedup once (with the after tree); then each repeat copies that run folder and runs
 `--only quality --force` in a subprocess with each tree on PYTHONPATH, timing the child's CPU
-(user + system, itself and its children). The quality outputs of both trees are compared by
-sha256 (identical bytes expected). Each repeat also times the stage's steps (their functions
-wrapped): the per-document passes (PER_DOCUMENT), which grow with the corpus, and the fixed
-fits (FIXED), bounded by reference_max_chars and coherence_train_docs. `--profile` adds one
-cProfile run of the after tree (top functions by cumulative and own time). Writes
-outputs/benchmarks/quality_speed.json.
+(user + system, itself and its children; one BLAS thread). The quality outputs of both trees
+are compared by sha256 (identical bytes expected). Each repeat also times the stage's steps
+(their functions wrapped): the per-document passes (PER_DOCUMENT), which grow with the
+corpus, and the fixed fits (FIXED), bounded by reference_max_chars and coherence_train_docs.
+`--profile` adds one cProfile run of the after tree (top functions by cumulative and own
+time). Writes outputs/benchmarks/quality_speed.json.
 """
 
 from __future__ import annotations
@@ -144,7 +144,14 @@ def _tree_sha(folder: Path) -> str:
 
 
 def _spawn(src: str, extra: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+    # one BLAS thread, as bench_clean_speed: the stage's CPU per core, not OpenBLAS threads
+    # spinning on the other core (the coherence fit's Newton steps cost 10x the CPU with them)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(src).resolve()),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
     res = subprocess.run(
         [sys.executable, __file__, "--child", *extra], env=env, capture_output=True, text=True
     )
