@@ -59,6 +59,8 @@ def test_stats_matrix_batches_and_empty_input(monkeypatch):
     whole = stats_matrix(texts, 1000)
     monkeypatch.setattr(features, "STATS_BATCH", 3)
     assert stats_matrix(texts, 1000).tolist() == whole.tolist()
+    monkeypatch.setattr(features, "STATS_BATCH_CHARS", 40)  # batches by characters too
+    assert stats_matrix(texts, 1000).tolist() == whole.tolist()
     assert stats_matrix([], 1000).shape == (0, len(STAT_NAMES))
     assert stats_matrix([""], 1000).tolist() == [[0.0] * len(STAT_NAMES)]
 

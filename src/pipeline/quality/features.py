@@ -112,8 +112,8 @@ def doc_stats(text: str, max_chars: int) -> tuple[float, ...]:
 
 def stats_matrix(texts: list[str], max_chars: int) -> np.ndarray:
     """float32 [n, len(STAT_NAMES)]: `doc_stats` of every text, from one numpy pass per batch
-    of STATS_BATCH texts (pipeline.quality.segment) instead of five regex and split passes per
-    text. Equal to doc_stats row for row (tests), up to 64-bit fingerprint collisions."""
+    of up to STATS_BATCH texts and ~STATS_BATCH_CHARS characters (pipeline.quality.segment)
+    instead of five regex and split passes per text. Equal to doc_stats row for row (tests), up to 64-bit fingerprint collisions."""
     return stats_and_script_share(texts, max_chars)[0]
 
 
@@ -124,19 +124,25 @@ def stats_and_script_share(
     same pass: the share from the batch's character classes, not one regex per text."""
     out = np.zeros((len(texts), len(STAT_NAMES)), np.float32)
     share = np.zeros(len(texts))
-    for i in range(0, len(texts), STATS_BATCH):
-        batch = texts[i : i + STATS_BATCH]
+    cut = [t[:max_chars] for t in texts]
+    ends = np.cumsum(np.fromiter(map(len, cut), np.int64, len(cut)))
+    i = 0
+    while i < len(cut):  # [i, j): up to STATS_BATCH texts, ~STATS_BATCH_CHARS characters
+        j = int(np.searchsorted(ends, ends[i] - len(cut[i]) + STATS_BATCH_CHARS, side="right"))
+        j = min(max(j, i + 1), i + STATS_BATCH)
         if window <= max_chars:
-            out[i : i + STATS_BATCH], share[i : i + len(batch)] = _stats_batch(
-                [t[:max_chars] for t in batch], window
-            )
+            out[i:j], share[i:j] = _stats_batch(cut[i:j], window)
         else:  # the share's window reads past the statistics' characters
-            out[i : i + STATS_BATCH] = _stats_batch([t[:max_chars] for t in batch], 0)[0]
-            share[i : i + len(batch)] = [char_script_share(t, window) for t in batch]
+            out[i:j] = _stats_batch(cut[i:j], 0)[0]
+            share[i:j] = [char_script_share(t, window) for t in texts[i:j]]
+        i = j
     return out, share
 
 
 STATS_BATCH = 4096  # texts per pass: bounds memory; 12 bits of the per-document keys
+# characters per pass (whole texts, at least one): the per-character arrays stay in cache
+# (~15% less CPU than one pass over a 4 MB part, measured)
+STATS_BATCH_CHARS = 1 << 18
 _stop_table: HashTable | None = None
 
 
