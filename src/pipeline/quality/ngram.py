@@ -101,8 +101,28 @@ def tokenize(texts: list[str], max_chars: int) -> Tokens:
     """Tokens of each text's first `max_chars` characters, lowercased: runs of word characters
     outside the unspaced scripts, each unspaced-script character, each other non-space
     character (what `_TOKEN` finds). One numpy pass over the batch (pipeline.quality.segment);
-    distinct tokens are hashed once."""
-    big, cps, starts = segment.join([t[:max_chars].lower() for t in texts])
+    distinct tokens are hashed once per pass. Batches of more than TOKENIZE_CHARS characters go
+    in passes of whole texts of about that many (the per-character arrays stay in cache)."""
+    cut = [t[:max_chars] for t in texts]
+    ends = np.cumsum(np.fromiter(map(len, cut), np.int64, len(cut)))
+    if len(cut) < 2 or ends[-1] <= TOKENIZE_CHARS:
+        return _tokenize_pass(cut)
+    out, i = [], 0
+    while i < len(cut):  # [i, j): whole texts, at least one
+        j = int(np.searchsorted(ends, ends[i] - len(cut[i]) + TOKENIZE_CHARS, side="right"))
+        out.append(_tokenize_pass(cut[i : max(j, i + 1)]))
+        i = max(j, i + 1)
+    cat = np.concatenate
+    return Tokens(
+        cat([t.ids for t in out]), cat([t.lengths for t in out]), cat([t.script for t in out])
+    )
+
+
+TOKENIZE_CHARS = 1 << 20  # characters per tokenize pass (~18% less CPU than 4 MB at once)
+
+
+def _tokenize_pass(texts: list[str]) -> Tokens:
+    big, cps, starts = segment.join([t.lower() for t in texts])
     f = segment.classes(cps)
     script_char = (f & segment.CHAR_SCRIPT) > 0
     word = ((f & segment.WORD) > 0) & ~script_char
