@@ -89,3 +89,16 @@ def test_atomic_path_leaves_old_bytes_on_error_and_no_temp(tmp_path):
     assert sorted(p.name for p in path.parent.iterdir()) == ["f.bin"]
     io.save_npy(path.with_suffix(".npy"), np.arange(3))
     assert np.load(path.with_suffix(".npy"), allow_pickle=False).tolist() == [0, 1, 2]
+
+
+def test_column_bytes_counts_utf8_bytes_of_sliced_chunks_and_nulls():
+    from pipeline.parts import column_bytes
+
+    texts = ["é", "", "abc", "\u3000x", None, "zz"]
+    whole = pa.chunked_array([pa.array(texts[:3]), pa.array(texts[3:])])
+    sliced = pa.chunked_array([pa.array(["skip", *texts[:3]]).slice(1), pa.array(texts[3:5])])
+    for col, want in ((whole, 2 + 3 + 4 + 2), (sliced, 2 + 3 + 4)):
+        for typ in (pa.string(), pa.large_string()):
+            c = col.cast(typ)
+            assert column_bytes(pa.table({"text": c})) == want
+            assert column_bytes(pa.table({"text": c.fill_null("")})) == want

@@ -26,10 +26,11 @@ def part_name(index: int, suffix: str = ".parquet") -> str:
     return f"part-{index:05d}{suffix}"
 
 
-def write_table(path: Path, table: pa.Table) -> None:
-    """Write a Parquet table atomically; deterministic bytes for the same table."""
+def write_table(path: Path, table: pa.Table, parquet_kw: dict = PARQUET_KW) -> None:
+    """Write a Parquet table atomically; deterministic bytes for the same table (and
+    `parquet_kw`: pipeline.io's PARQUET_KW or PARQUET_FAST_KW)."""
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET_KW)
+        pq.write_table(table, tmp, **parquet_kw)
 
 
 def np_array(values: np.ndarray) -> pa.Array:
@@ -66,7 +67,12 @@ def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa
 
 
 def write_rejected(
-    out_dir: Path, index: int, rows: pa.Table, reasons: list[list[str]], **extra: pa.Array
+    out_dir: Path,
+    index: int,
+    rows: pa.Table,
+    reasons: list[list[str]],
+    parquet_kw: dict = PARQUET_KW,
+    **extra: pa.Array,
 ) -> str:
     """Write dropped rows to `rejected/part-<index>.parquet` with a `reasons` column (replacing
     an upstream one) and then `extra` columns; returns the path relative to `out_dir`."""
@@ -76,14 +82,26 @@ def write_rejected(
     for name, values in extra.items():
         rows = rows.append_column(name, values)
     rel = f"rejected/{part_name(index)}"
-    write_table(Path(out_dir) / rel, rows)
+    write_table(Path(out_dir) / rel, rows, parquet_kw)
     return rel
 
 
 def column_bytes(table: pa.Table, column: str = "text") -> int:
     """UTF-8 bytes of a string column (nulls count 0: pc.sum skips them; no fill_null, whose
-    pa.scalar imports pandas): Arrow strings are UTF-8 already."""
-    return int(pc.sum(pc.binary_length(table.column(column))).as_py() or 0)
+    pa.scalar imports pandas): Arrow strings are UTF-8 already. Without nulls, read off each
+    chunk's offsets (no pass over the values)."""
+    col = table.column(column)
+    if col.null_count == 0 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        width = np.int64 if pa.types.is_large_string(col.type) else np.int32
+        total = 0
+        for chunk in col.chunks:
+            if len(chunk):
+                off = np.frombuffer(
+                    chunk.buffers()[1], width, len(chunk) + 1, chunk.offset * width().itemsize
+                )
+                total += int(off[-1]) - int(off[0])
+        return total
+    return int(pc.sum(pc.binary_length(col)).as_py() or 0)
 
 
 def write_kept_and_rejected(
@@ -93,6 +111,7 @@ def write_kept_and_rejected(
     keep: np.ndarray,
     reasons: list[list[str]],
     kept: pa.Table | None = None,
+    parquet_kw: dict = PARQUET_KW,
     **rejected_extra: pa.Array,
 ) -> tuple[list[str], DocCounts]:
     """The one writer of a filtering stage's part: kept rows to part-<index>.parquet (`kept`
@@ -104,11 +123,13 @@ def write_kept_and_rejected(
     """
     kept = table.filter(np_array(keep)) if kept is None else kept
     outputs = [part_name(index)]
-    write_table(Path(out_dir) / outputs[0], kept)
+    write_table(Path(out_dir) / outputs[0], kept, parquet_kw)
     dropped: dict[str, int] = {}
     if not keep.all():
         rejected = table.filter(np_array(~keep))
-        outputs.append(write_rejected(out_dir, index, rejected, reasons, **rejected_extra))
+        outputs.append(
+            write_rejected(out_dir, index, rejected, reasons, parquet_kw, **rejected_extra)
+        )
         for rs in reasons:
             dropped[rs[0]] = dropped.get(rs[0], 0) + 1
     counts = DocCounts(

@@ -185,3 +185,24 @@ def test_empty_parts_and_texts(tmp_path):
     assert stats["docs_in"] == stats["docs_out"] == 5 and stats["lines_removed"] == 27 * 2
     assert pq.read_table(out / part_name(1)).num_rows == 0
     assert pq.read_table(out / part_name(2)).column("text").to_pylist() == ["", "\n\n \n"]
+
+
+def test_cut_units_is_remove_units_for_every_document_at_once():
+    """The byte-level cut of the stage (every document of a part at once, from a buffer that
+    need not start at 0) equals remove_units on each text, for random drops."""
+    rng = np.random.default_rng(6)
+    alphabet = ["a", "bc", " ", "\n", "\n\n", " \n", "é", "\u3000", "x y"]
+    for _ in range(300):
+        texts = ["".join(rng.choice(alphabet, rng.integers(0, 12))) for _ in range(4)]
+        for unit in lines.UNITS:
+            data, off = lines.utf8_buffers(["z\nq", *texts])
+            off = off[1:]  # the buffer starts with another document's bytes
+            start, end, per_doc = lines.unit_spans(data, off, unit)
+            drop = rng.random(len(start)) < 0.5
+            new, new_off, nbytes = lines.cut_units(data, off, start, end, per_doc, drop)
+            first = np.cumsum(per_doc) - per_doc
+            for d, text in enumerate(texts):
+                gone = [k for k in range(per_doc[d]) if drop[first[d] + k]]
+                want, want_bytes = lines.remove_units(text, unit, gone)
+                assert new[new_off[d] : new_off[d + 1]].tobytes().decode() == want
+                assert nbytes[d] == want_bytes

@@ -44,7 +44,14 @@ def unit_hashes(
     data[offsets[d]:offsets[d+1]] (UTF-8 uint8, offsets int64 [n+1]: an Arrow string column's
     buffers), in document then unit order: (hash uint64 [m], its index among its document's
     units int32 [m], units per document int64 [n])."""
-    start, end, per_doc = unit_spans(data, offsets, unit)
+    return spans_hashes(data, unit_spans(data, offsets, unit), min_chars)
+
+
+def spans_hashes(
+    data: np.ndarray, spans: tuple[np.ndarray, np.ndarray, np.ndarray], min_chars: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """unit_hashes from unit_spans' (start, end, per_doc) of the documents in `data`."""
+    start, end, per_doc = spans
     start, end = strip_spans(data, start, end)
     floor = max(1, min_chars)
     ok = end > start if floor == 1 else span_chars(data, start, end) >= floor
@@ -72,14 +79,15 @@ def doc_keys(first: int, n: int, seed: int) -> np.ndarray:
 
 
 def part_rows(hashes: np.ndarray, counts: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """One part's (hash, document key) rows, each pair once, sorted by hash then key: uint64
-    [2, k]. A unit repeated inside one document counts once for that document."""
-    doc_key = np.repeat(keys, counts)
-    order = np.lexsort((doc_key, hashes))
-    h, k = hashes[order], doc_key[order]
+    """One part's (hash, document key) rows, each pair once, sorted by hash: uint64 [2, k]. A
+    unit repeated inside one document counts once for that document. (One stable sort by
+    hash: units come in document order, so a document's repeats of a hash end up adjacent.)"""
+    doc_of = np.repeat(np.arange(len(counts)), counts)
+    order = np.argsort(hashes, kind="stable")
+    h, d = hashes[order], doc_of[order]
     new = np.ones(len(h), bool)
-    new[1:] = (h[1:] != h[:-1]) | (k[1:] != k[:-1])
-    return np.stack([h[new], k[new]]) if len(h) else np.zeros((2, 0), np.uint64)
+    new[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+    return np.stack([h[new], keys[d[new]]]) if len(h) else np.zeros((2, 0), np.uint64)
 
 
 def partition_bits(num_rows: int, rows_per_partition: int) -> int:
@@ -103,17 +111,20 @@ def slice_partition(rows: np.ndarray, p: int, bits: int) -> np.ndarray:
 
 
 def repeated(rows: np.ndarray, min_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """For one partition's rows uint64 [2, k] (from every part): the hashes in at least
-    `min_docs` documents with their first document's key, uint64 [2, r] sorted by hash, and
-    their document counts int64 [r]."""
-    order = np.lexsort((rows[1], rows[0]))
+    """For one partition's rows uint64 [2, k] (from every part; each (hash, key) pair once):
+    the hashes in at least `min_docs` documents with their first document's (smallest) key,
+    uint64 [2, r] sorted by hash, and their document counts int64 [r]."""
+    order = np.argsort(rows[0], kind="stable")  # runs sorted per part: a merge, mostly
     h, k = rows[0][order], rows[1][order]
     new = np.ones(len(h), bool)
     new[1:] = h[1:] != h[:-1]
     starts = np.flatnonzero(new)
     counts = np.diff(np.append(starts, len(h)))
     keep = counts >= min_docs
-    return np.stack([h[starts[keep]], k[starts[keep]]]), counts[keep]
+    if not keep.any():
+        return np.zeros((2, 0), np.uint64), counts[keep]
+    first = np.minimum.reduceat(k, starts)
+    return np.stack([h[starts[keep]], first[keep]]), counts[keep]
 
 
 def removable(hashes: np.ndarray, unit_keys: np.ndarray, rep: np.ndarray) -> np.ndarray:
@@ -202,12 +213,11 @@ def strip_spans(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
     """The spans without their surrounding whitespace, as str.strip() of the decoded text would
     leave them: (start, end) int64 [u], end <= start for a blank unit."""
     start, end = start.copy(), end.copy()
-    ws = _ASCII_WS[data]
     for s, e, step in ((start, end, 1), (end, start, -1)):
         at = np.flatnonzero(s != e)
         while len(at):  # peel one ASCII whitespace byte per pass off the units that have one
             edge = s[at] if step == 1 else s[at] - 1
-            at = at[ws[edge]]
+            at = at[_ASCII_WS[data[edge]]]  # the edge bytes only, never the whole buffer
             s[at] += step
             at = at[s[at] != e[at]]
     # rare: non-ASCII whitespace (U+00A0, U+3000, ...) at an edge: exact, in Python
@@ -247,13 +257,26 @@ def span_hashes(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
             hi = max(lo + 1, int(np.searchsorted(end, a + CHUNK_BYTES, "right")))
             b = max(int(end[lo:hi].max()), a)
             powers, inverse = _powers(b - a)
-            prefix = np.zeros(b - a + 1, np.uint64)
-            np.cumsum(powers[: b - a] * data[a:b], out=prefix[1:])
+            prefix = _scratch(b - a + 1)
+            prefix[0] = 0
+            np.multiply(powers[: b - a], data[a:b], out=prefix[1:])
+            np.cumsum(prefix[1:], out=prefix[1:])
             s, e = start[lo:hi] - a, np.maximum(end[lo:hi], start[lo:hi]) - a
             h = (prefix[e] - prefix[s]) * inverse[s] + (e - s).astype(np.uint64) * _LEN_MUL
             out[lo:hi] = mix64(h, inplace=True)
             lo = hi
     return out
+
+
+_SCRATCH: list[np.ndarray] = []  # one reused uint64 buffer: no fresh pages per part
+
+
+def _scratch(n: int) -> np.ndarray:
+    """A uint64 work buffer of `n` elements (contents undefined), reused between calls of this
+    process (at most CHUNK_BYTES + the longest unit)."""
+    if not _SCRATCH or len(_SCRATCH[0]) < n:
+        _SCRATCH[:] = [np.empty(1 << max(16, n.bit_length()), np.uint64)]
+    return _SCRATCH[0][:n]
 
 
 _POWERS: list[np.ndarray] = []  # [B^i, B^-i] for i < a power of two, grown on demand
@@ -272,3 +295,52 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
             pair.append(arr)
         _POWERS[:] = pair
     return _POWERS[0], _POWERS[1]
+
+
+def cut_units(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    per_doc: np.ndarray,
+    drop: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """remove_units for every document of a part at once, on bytes: the documents
+    data[offsets[d]:offsets[d+1]] without the units flagged in `drop` (bool [u], over all
+    units of unit_spans' (start, end, per_doc), blank ones included). Returns (new data uint8,
+    new offsets int64 [n+1] from 0, removed unit bytes per document int64 [n]).
+
+    Unit k's bytes with the separator before it are [end[k-1], end[k]) (the document's first
+    unit: [start, end)), and a dropped unit takes exactly those with it; when a document's
+    first units are all dropped, its first kept unit loses its separator too, as "\\n".join
+    (or the paragraph separator rule of remove_units) of the kept units would have it."""
+    n = len(per_doc)
+    base = int(offsets[0])
+    first = np.zeros(len(start), bool)
+    heads = (np.cumsum(per_doc) - per_doc)[per_doc > 0]
+    first[heads] = True
+    lead = np.empty_like(start)
+    lead[1:] = end[:-1]
+    lead[first] = start[first]
+    kept = ~drop
+    # kept units before each unit of its document: 0 for a first kept unit after dropped ones
+    before = np.cumsum(kept) - kept
+    before -= np.repeat(before[heads], per_doc[per_doc > 0])
+    orphan = kept & ~first & (before == 0)  # its separator goes too
+    cut_lo = np.concatenate([lead[drop], lead[orphan]])
+    cut_hi = np.concatenate([end[drop], start[orphan]])
+    doc_of = np.repeat(np.arange(n), per_doc)
+    removed = np.bincount(
+        np.concatenate([doc_of[drop], doc_of[orphan]]), cut_hi - cut_lo, minlength=n
+    ).astype(np.int64)
+    unit_bytes = np.bincount(doc_of[drop], (end - start)[drop], minlength=n).astype(np.int64)
+    order = np.argsort(cut_lo, kind="stable")  # disjoint cuts; an empty one is a no-op
+    cut_lo, cut_hi = cut_lo[order], cut_hi[order]
+    # the bytes between cuts, in runs (unchanged documents are one run together)
+    run_lo = np.concatenate([[base], cut_hi]).tolist()
+    run_hi = np.concatenate([cut_lo, [int(offsets[-1])]]).tolist()
+    runs = [data[a:b] for a, b in zip(run_lo, run_hi, strict=True) if b > a]
+    new_data = np.concatenate(runs) if runs else np.zeros(0, np.uint8)
+    new_offsets = offsets - base
+    new_offsets[1:] -= np.cumsum(removed)
+    return new_data, new_offsets, unit_bytes

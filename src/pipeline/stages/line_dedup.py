@@ -27,13 +27,13 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import bounded, option, setting
 from pipeline.dedup import lines
 from pipeline.errors import DataError
-from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.io import PARQUET_FAST_KW
+from pipeline.parts import write_kept_and_rejected
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.dedup import files
 
@@ -94,27 +94,32 @@ def _enough_words(text: str, floor: int) -> tuple[bool, int]:
     return n >= floor, n
 
 
-def _text_buffers(path: Path) -> tuple[int, np.ndarray, np.ndarray]:
-    """Part `path`'s text column as (rows, UTF-8 data uint8, offsets int64 [rows+1]): the
-    Arrow buffers themselves (zero copy), never a Python string per document."""
-    names = pq.ParquetFile(path).schema_arrow.names
-    if "text" not in names:
-        raise DataError(str(path), f"column 'text' is missing; columns: {names}")
-    col = read_table(path, columns=["text"]).column("text").combine_chunks()
+def _read(path: Path, whole: bool) -> pa.Table:
+    """Part `path` (all columns, or only `text`), its text column checked: a string column
+    with no nulls."""
+    with pq.ParquetFile(path) as f:  # opened once; one thread (less CPU than a pool's)
+        names = f.schema_arrow.names
+        if "text" not in names:
+            raise DataError(str(path), f"column 'text' is missing; columns: {names}")
+        table = f.read(columns=None if whole else ["text"], use_threads=False)
+    col = table.column("text")
     if col.null_count:
         raise DataError(str(path), f"{col.null_count} rows have a null text")
-    if pa.types.is_large_string(col.type):
-        col = col.cast(pa.large_string())
-        width = np.int64
-    elif pa.types.is_string(col.type):
-        width = np.int32
-    else:
+    if not (pa.types.is_large_string(col.type) or pa.types.is_string(col.type)):
         raise DataError(str(path), f"column 'text' is {col.type}, expected string")
+    return table
+
+
+def _text_buffers(table: pa.Table) -> tuple[pa.DataType, np.ndarray, np.ndarray]:
+    """A checked table's text column as (its type, UTF-8 data uint8, offsets int64 [rows+1]):
+    the Arrow buffers themselves (zero copy), never a Python string per document."""
+    col = table.column("text").combine_chunks()
+    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
     _, off_buf, data_buf = col.buffers()
     n = len(col)
     offsets = np.frombuffer(off_buf, width, n + 1, col.offset * np.dtype(width).itemsize)
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    return n, data, offsets.astype(np.int64)
+    return col.type, data, offsets.astype(np.int64)
 
 
 def _hash_part(
@@ -124,14 +129,17 @@ def _hash_part(
     document), `counts-i` (units per document) and `rows-i` ((hash, document key) uint64
     [2, k], sorted): saved to `work`, or returned (`arrays`) when `in_memory`; returns the
     part's counts."""
-    n, data, offsets = _text_buffers(item.path)
-    hashes, where, counts = lines.unit_hashes(data, offsets, cfg.unit, cfg.min_chars)
+    table = _read(item.path, whole=in_memory)
+    n = table.num_rows
+    _, data, offsets = _text_buffers(table)
+    spans = lines.unit_spans(data, offsets, cfg.unit)
+    hashes, where, counts = lines.spans_hashes(data, spans, cfg.min_chars)
     keys = lines.doc_keys(item.first, n, seed)
     rows = lines.part_rows(hashes, counts, keys)
     arrays = {"hashes": hashes, "where": where, "counts": counts, "rows": rows}
     out: dict[str, Any] = {"docs": n, "units": len(hashes), "rows": rows.shape[1]}
-    if in_memory:
-        out["arrays"] = arrays
+    if in_memory:  # the whole part travels on to map 3: each part is read once
+        out["arrays"] = {**arrays, "table": table, "spans": spans}
     else:
         for kind, arr in arrays.items():
             _save(work, kind, item.index, arr)
@@ -192,35 +200,37 @@ def _apply_part(
     bits: int,
     shown: frozenset,
 ) -> dict[str, Any]:
-    """Map 3 on (part, its arrays and `rep` for a small input, else None): rewrite the part's
-    texts, write kept and rejected rows; returns counts and the text of the example hashes
-    `shown` this part holds."""
+    """Map 3 on (part, its arrays, table and `rep` for a small input, else None): cut the
+    removed units out of the part's texts (on bytes, every document at once), write kept and
+    rejected rows; returns counts and the text of the example hashes `shown` this part holds."""
     item, small = task
-    table = read_table(item.path)
-    col = table.column("text").combine_chunks()  # Python strings only for changed documents
-    n = len(col)
+    table = small["table"] if small is not None else _read(item.path, whole=True)
+    kind, data, offsets = _text_buffers(table)
+    n = table.num_rows
     hashes, doc_of, counts, where, drop = _part_removals(
         work, item.index, item.first, seed, bits, small
     )
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    changed_docs = np.flatnonzero(np.bincount(doc_of[drop], minlength=n))
+    spans = small["spans"] if small is not None else lines.unit_spans(data, offsets, cfg.unit)
+    start, end, per_doc = spans
+    unit_of = (np.cumsum(per_doc) - per_doc)[doc_of] + where  # candidate -> unit index
+    drop_unit = np.zeros(len(start), bool)
+    drop_unit[unit_of[drop]] = True
+    new_data, new_offsets, unit_bytes = lines.cut_units(
+        data, offsets, start, end, per_doc, drop_unit
+    )
+    removed = np.bincount(doc_of[drop], minlength=n).astype(np.int64)
+    changed_docs = np.flatnonzero(removed)
     keep = np.ones(n, bool)
-    removed = np.zeros(n, np.int64)
     words = np.zeros(n, np.int64)
-    new_texts, nbytes = [], 0
-    for d in changed_docs.tolist():
-        lo, hi = int(starts[d]), int(ends[d])
-        gone = where[lo:hi][drop[lo:hi]].tolist()
-        text, b = lines.remove_units(col[d].as_py(), cfg.unit, gone)
-        new_texts.append(text)
-        removed[d], nbytes = len(gone), nbytes + b
-        if cfg.min_words is not None:
-            keep[d], words[d] = _enough_words(text, cfg.min_words)
-    examples = _examples(cfg, col, hashes, doc_of, where, shown)
-    changed = np.zeros(n, bool)
-    changed[changed_docs] = True
-    text = pc.replace_with_mask(col, pa.array(changed), pa.array(new_texts, pa.string()))
+    if cfg.min_words is not None:
+        for d in changed_docs.tolist():
+            raw = new_data[new_offsets[d] : new_offsets[d + 1]].tobytes()
+            keep[d], words[d] = _enough_words(raw.decode("utf-8", "surrogatepass"), cfg.min_words)
+    width = np.int64 if pa.types.is_large_string(kind) else np.int32
+    text = pa.Array.from_buffers(
+        kind, n, [None, pa.py_buffer(new_offsets.astype(width)), pa.py_buffer(new_data)]
+    )
+    examples = _examples(data, start, end, hashes, unit_of, shown)
     kept = table.set_column(table.column_names.index("text"), "text", text)
     kept = kept.filter(pa.array(keep))
     reasons = [[REASON]] * int((~keep).sum())
@@ -231,6 +241,7 @@ def _apply_part(
         keep,
         reasons,
         kept,
+        PARQUET_FAST_KW,
         units_removed=pa.array(removed[~keep], pa.int64()),
         words_left=pa.array(words[~keep], pa.int64()),
     )
@@ -238,31 +249,31 @@ def _apply_part(
     stats = {
         "units_in": len(hashes),
         "units_removed": int(drop.sum()),
-        "bytes_removed": nbytes,
+        "bytes_removed": int(unit_bytes.sum()),
         "docs_changed": len(changed_docs),
     }
     return {"outputs": outputs, "counts": doc_counts, "stats": stats, "examples": examples}
 
 
 def _examples(
-    cfg: LineDedupConfig,
-    col: pa.StringArray,
+    data: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
     hashes: np.ndarray,
-    doc_of: np.ndarray,
-    where: np.ndarray,
+    unit_of: np.ndarray,
     shown: frozenset,
 ) -> dict[int, str]:
     """{hash: its first occurrence's text in this part, stripped, cut to EXAMPLE_CHARS} for
-    the example hashes `shown`."""
+    the example hashes `shown` (candidates' hashes and unit indices; the units' byte spans)."""
     if not shown:
         return {}
     hit = np.flatnonzero(np.isin(hashes, np.array(sorted(shown), np.uint64)))
     found, first = np.unique(hashes[hit], return_index=True)
     out = {}
     for h, j in zip(found.tolist(), hit[first].tolist(), strict=True):
-        pieces = lines.split_units(col[int(doc_of[j])].as_py(), cfg.unit)
-        units = pieces if cfg.unit == "line" else pieces[0::2]
-        out[h] = units[int(where[j])].strip()[:EXAMPLE_CHARS]
+        u = int(unit_of[j])
+        raw = data[int(start[u]) : int(end[u])].tobytes().decode("utf-8", "surrogatepass")
+        out[h] = raw.strip()[:EXAMPLE_CHARS]
     return out
 
 
@@ -344,4 +355,4 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
 
-STAGE = Stage("line_dedup", LineDedupConfig, run, version="2", needs=("download",))
+STAGE = Stage("line_dedup", LineDedupConfig, run, version="3", needs=("download",))
