@@ -31,10 +31,10 @@ from pipeline.quality.features import (
     STAT_NAMES,
     hashed_features,
     heuristic_score,
+    stats_and_script_share,
     stats_matrix,
 )
 from pipeline.quality.logreg import Model, model_bytes, roc_auc
-from pipeline.quality.ngram import char_script_share
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.quality import classifier, external, lm, partcols, parttasks, write
 from pipeline.stages.quality.config import QualityConfig
@@ -70,10 +70,10 @@ def _scan_part(
     part, path = item.index, item.path
     table = read_table(path)
     texts = table.column("text").to_pylist()
-    stats = stats_matrix(texts, max_chars)
+    stats, share = stats_and_script_share(texts, max_chars)
     heur = heuristic_score(stats, weights, bias)  # row-wise: exact
     scorable = stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
-    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
+    unspaced = share >= UNSPACED_SHARE
     chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, len(texts))
     cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced, "chars": chars}
     has_labels = "label" in table.column_names

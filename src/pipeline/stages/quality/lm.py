@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
-from pipeline.parts import read_table
+from pipeline.parts import np_array, read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
@@ -33,7 +32,7 @@ from pipeline.quality.features import (
     DEFAULT_WEIGHTS,
     STAT_NAMES,
     heuristic_score,
-    stats_matrix,
+    stats_and_script_share,
 )
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
 from pipeline.quality.lmscore import (
@@ -45,7 +44,7 @@ from pipeline.quality.lmscore import (
     fit_lm,
     text_keys,
 )
-from pipeline.quality.ngram import SCRIPTS, Tokens, char_script_share
+from pipeline.quality.ngram import SCRIPTS, Tokens
 from pipeline.stages.clean import CleanConfig, clean_texts
 from pipeline.stages.quality import partcols
 
@@ -120,7 +119,7 @@ def _eligible_part(
     sel = np.flatnonzero((u >= lo) & (u < hi))
     if len(sel) and "text" not in table.column_names:  # the text only when a row is drawn
         table = read_table(path, columns=["text"])
-    texts = table.column("text").take(pa.array(sel)).to_pylist() if len(sel) else []
+    texts = table.column("text").take(np_array(sel)).to_pylist() if len(sel) else []
     if with_clean:
         batch = clean_texts(texts, REFERENCE_CLEAN)
         kept = np.flatnonzero(batch.keep)
@@ -128,9 +127,9 @@ def _eligible_part(
     else:  # no clean stage: the corpus is scored as downloaded, so is the reference
         kept = np.arange(len(texts))
         out = [t or "" for t in texts]
-    stats = stats_matrix(out, max_chars)
+    stats, share = stats_and_script_share(out, max_chars)
     heur = heuristic_score(stats, weights, bias) if out else np.zeros(0)
-    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in out], bool)
+    unspaced = share >= UNSPACED_SHARE
     ok = np.where(unspaced, 1.0, heur) >= min_heuristic
     ok &= stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
     out = [t for t, k in zip(out, ok, strict=True) if k]
