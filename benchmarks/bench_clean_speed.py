@@ -8,8 +8,9 @@ this checkout's src/) runs `clean_texts` with the default CleanConfig in its own
 one core, CPU time (time.process_time), repeats interleaved (before, after, before, ...), the
 median reported. Each run also times one GPT-2-pattern `regex` findall over the same texts
 (the yardstick of issue 27) and returns a sha256 of its decisions, reasons and output texts:
-the two sides must agree byte for byte. The after side also reports where its time goes
-(normalise, segmentation, each statistic family, PII), measured by wrapping those functions.
+the two sides must agree byte for byte. Each side also reports where its time goes
+(normalise, segmentation, each statistic family, PII) in one more run, measured by wrapping
+those functions.
 Writes outputs/benchmarks/clean_speed.json.
 """
 
@@ -59,7 +60,8 @@ if breakdown:
         (ts, "stop_word_counts", "stop words"), (ts, "line_stats_batch", "line/paragraph/C4 rules"),
         (ts, "_line_stats", "line rules, per-document path"),
     ]:
-        wrap(mod, name, label)
+        if hasattr(mod, name):
+            wrap(mod, name, label)
 clean_texts(texts[:50], cfg)
 acc.clear()
 t = time.process_time()
@@ -116,7 +118,7 @@ def main() -> None:
                     f"(regex {res['mb'] / res['regex_seconds']:.1f} MB/s)",
                     file=sys.stderr,
                 )
-        detail = run_side(sides["after"], corpus, breakdown=True)
+        detail = {name: run_side(src, corpus, breakdown=True) for name, src in sides.items()}
     out: dict = {
         "corpus": {**info, "mb": round(runs["after"][0]["mb"], 2)},
         "repeats": args.repeats,
@@ -136,12 +138,13 @@ def main() -> None:
         }
     out["speedup"] = round(out["before"]["seconds"] / out["after"]["seconds"], 2)
     out["same_output"] = len({r["sha256"] for rs in runs.values() for r in rs}) == 1
-    total = detail["seconds"]
-    out["after_breakdown"] = {
-        k: {"seconds": round(v, 3), "share": round(v / total, 3)}
-        for k, v in sorted(detail["breakdown"].items(), key=lambda kv: -kv[1])
-    }
-    out["after_breakdown_total_s"] = round(total, 3)
+    for name, d in detail.items():  # one wrapped run per side, after the timed ones
+        total = d["seconds"]
+        out[f"{name}_breakdown"] = {
+            k: {"seconds": round(v, 3), "share": round(v / total, 3)}
+            for k, v in sorted(d["breakdown"].items(), key=lambda kv: -kv[1])
+        }
+        out[f"{name}_breakdown_total_s"] = round(total, 3)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     b, a = out["before"], out["after"]

@@ -17,8 +17,7 @@ CPU time of a stage is the change, around the stage's `run`, of the CPU time of 
 of every process under it (the pool's forkserver and workers: /proc utime+stime of live ones,
 plus cutime+cstime of the ones they reaped). `serial_share` is the driver's CPU while no
 executor map of more than one item is in flight (work moved into a one-task map runs inline and
-still counts; work a driver thread does while a map runs, BaseExecutor.map_beside or
-start_beside, does not), plus the
+still counts; work a driver thread does while a map runs does not), plus the
 runner's CPU between stages, over all CPU; `driver_cpu_share` counts all the driver's CPU;
 `serial_wall_share` is the wall time with no such map in flight (Amdahl's serial part). Medians
 over repeats.
@@ -101,7 +100,7 @@ def _self_cpu() -> float:
 
 class MapClock:
     """Wall time during which a map of 2+ items is in flight on a pool of 2+ workers, and the
-    driver's CPU in those windows (work overlapped with the workers: map_beside's thread)."""
+    driver's CPU in those windows (work overlapped with the workers: a driver thread)."""
 
     def __init__(self) -> None:
         self.parallel = 0.0

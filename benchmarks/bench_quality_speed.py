@@ -8,9 +8,12 @@ pattern `regex` findall pass over the same texts (the machine's yardstick).
 Corpus: bench_scale's (real text from /work/shared/corpora, perturbed copies) through download,
 clean and dedup once (with the after tree); then each repeat copies that run folder and runs
 `--only quality --force` in a subprocess with each tree on PYTHONPATH, timing the child's CPU
-(user + system, itself and its children). The quality outputs of both trees are compared by
-sha256 (identical bytes expected). `--profile` adds one cProfile run of the after tree (top
-functions by cumulative and own time). Writes outputs/benchmarks/quality_speed.json.
+(user + system, itself and its children; one BLAS thread). The quality outputs of both trees
+are compared by sha256 (identical bytes expected). Each repeat also times the stage's steps
+(their functions wrapped): the per-document passes (PER_DOCUMENT), which grow with the
+corpus, and the fixed fits (FIXED), bounded by reference_max_chars and coherence_train_docs.
+`--profile` adds one cProfile run of the after tree (top functions by cumulative and own
+time). Writes outputs/benchmarks/quality_speed.json.
 """
 
 from __future__ import annotations
@@ -53,6 +56,43 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+# the stage's steps whose CPU the child reports (one worker: all inline, none nested in
+# another): the per-document passes grow with the corpus, the fixed fits are bounded by
+# reference_max_chars and coherence_train_docs
+PER_DOCUMENT = {
+    "stats pass": ("pipeline.stages.quality", "_scan_part"),
+    "LM score pass": ("pipeline.stages.quality.lm", "score_part"),
+    "coherence pass": ("pipeline.stages.quality.lm", "_coherence_part"),
+    "write pass": ("pipeline.stages.quality.write", "write_part"),
+}
+FIXED = {
+    "reference draw": ("pipeline.stages.quality.lm", "self_reference"),
+    "LM fit": ("pipeline.stages.quality.lm", "fit_texts"),
+    "coherence fit": ("pipeline.stages.quality.lm", "fit_coherence"),
+}
+
+
+def _time_steps(acc: dict[str, float]) -> None:
+    """Wrap each step's function (module global, looked up at call time) to add its CPU
+    seconds to acc[step]; a step the tree does not have is left out."""
+    import importlib
+
+    for step, (mod_name, fn_name) in {**PER_DOCUMENT, **FIXED}.items():
+        mod = importlib.import_module(mod_name)
+        fn = getattr(mod, fn_name, None)
+        if fn is None:
+            continue
+
+        def timed(*a, _fn=fn, _step=step, **k):
+            t = time.process_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                acc[_step] = acc.get(_step, 0.0) + time.process_time() - t
+
+        setattr(mod, fn_name, timed)
+
+
 def child(args: argparse.Namespace) -> dict:
     """Run (only quality, or up to dedup with --prepare) and report CPU seconds."""
     from pipeline.recipe import build_recipe
@@ -70,10 +110,13 @@ def child(args: argparse.Namespace) -> dict:
 
         prof = cProfile.Profile()
         prof.enable()
+    steps: dict[str, float] = {}
+    if not prof:
+        _time_steps(steps)
     c0, t0 = _cpu(), time.perf_counter()
     run_recipe(recipe, only="quality", force=True, progress=False)
     cpu, wall = _cpu() - c0, time.perf_counter() - t0
-    out: dict = {"cpu_s": cpu, "wall_s": wall}
+    out: dict = {"cpu_s": cpu, "wall_s": wall, "steps": steps}
     if prof is not None:
         import io
         import pstats
@@ -101,7 +144,14 @@ def _tree_sha(folder: Path) -> str:
 
 
 def _spawn(src: str, extra: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+    # one BLAS thread, as bench_clean_speed: the stage's CPU per core, not OpenBLAS threads
+    # spinning on the other core (the coherence fit's Newton steps cost 10x the CPU with them)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(src).resolve()),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
     res = subprocess.run(
         [sys.executable, __file__, "--child", *extra], env=env, capture_output=True, text=True
     )
@@ -184,6 +234,17 @@ def main() -> int:
     for name, rs in runs.items():
         cpu = statistics.median(r["cpu_s"] for r in rs)
         mbps = rs[0]["bytes_in"] / 1e6 / cpu
+        mb = rs[0]["bytes_in"] / 1e6
+        step_s = {k: statistics.median(r["steps"].get(k, 0.0) for r in rs) for k in rs[0]["steps"]}
+        per_doc = sum(v for k, v in step_s.items() if k in PER_DOCUMENT)
+        fixed = sum(v for k, v in step_s.items() if k in FIXED)
+        parts = {
+            "steps_cpu_s_median": {k: round(v, 3) for k, v in step_s.items()},
+            "per_document_cpu_s": round(per_doc, 3),
+            "per_document_mb_per_cpu_s": round(mb / per_doc, 3) if per_doc else None,
+            "fixed_fits_cpu_s": round(fixed, 3),
+            "other_cpu_s": round(cpu - per_doc - fixed, 3),  # imports, maps' glue, reports
+        }
         out[name] = {
             "cpu_s_median": round(cpu, 3),
             "cpu_s_all": [round(r["cpu_s"], 3) for r in rs],
@@ -194,6 +255,7 @@ def main() -> int:
             "mb_per_cpu_s": round(mbps, 3),
             "share_of_regex_pass": round(mbps / rx["mb_per_s"], 3),
             "outputs_sha256": sorted({r["sha"] for r in rs}),
+            **parts,
         }
     out["speedup"] = round(out["before"]["cpu_s_median"] / out["after"]["cpu_s_median"], 3)
     out["same_bytes"] = out["before"]["outputs_sha256"] == out["after"]["outputs_sha256"]
@@ -208,7 +270,8 @@ def main() -> int:
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     summary = {k: out[k] for k in ("speedup", "same_bytes")}
     for name in trees:
-        summary[name] = {k: out[name][k] for k in ("cpu_s_median", "mb_per_cpu_s")}
+        keys = ("cpu_s_median", "mb_per_cpu_s", "per_document_mb_per_cpu_s", "fixed_fits_cpu_s")
+        summary[name] = {k: out[name][k] for k in keys}
     print(json.dumps(summary))
     return 0
 

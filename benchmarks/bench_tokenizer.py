@@ -32,6 +32,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,9 +133,10 @@ def child(what: str, vocab: int, merges_file: str) -> None:
         secs = time.process_time() - t0
         print(json.dumps({"seconds": secs, "sha256": digest([list(m) for m in tok.merges])}))
         return
-    docs = train + [d for f in HELDOUT_FILES for d in read_docs(f)]
+    held = [d for f in HELDOUT_FILES for d in read_docs(f)]
+    docs = held if what.endswith("_heldout") else train + held
     merges = [tuple(m) for m in json.loads(Path(merges_file).read_text())]
-    enc = tiktoken_from(Tokenizer(merges)) if what == "tiktoken" else None
+    enc = tiktoken_from(Tokenizer(merges)) if what.startswith("tiktoken") else None
     gc.collect()
     t0 = time.process_time()
     if enc is not None:
@@ -390,26 +392,39 @@ def bench_encode_children(vocab: int, train: list[str], repeats: int, before: st
     with merges_file:
         json.dump([list(m) for m in ours.merges], merges_file)
     src = str(ROOT / "src")
-    fns = {"ours_cold_cache": lambda: run_child(src, "encode", vocab, merges_file.name)}
-    if before:
-        fns["ours_before_cold_cache"] = lambda: run_child(before, "encode", vocab, merges_file.name)
-    fns["tiktoken"] = lambda: run_child(src, "tiktoken", vocab, merges_file.name)
+    fns = {}
+    for text in ("", "_heldout"):  # train + held-out (11 MB), and the held-out text alone
+
+        def step(src: str = src, what: str = "encode" + text) -> ChildResult:
+            return run_child(src, what, vocab, merges_file.name)
+
+        fns["ours_cold_cache" + text] = step
+        if before:
+            fns["ours_before_cold_cache" + text] = partial(step, before)
+        fns["tiktoken" + text] = partial(step, src, "tiktoken" + text)
     secs, last = interleaved(fns, repeats)
     os.unlink(merges_file.name)
-    docs_mb = nbytes(train + [d for f in HELDOUT_FILES for d in read_docs(f)]) / 1e6
-    mbs = {k: docs_mb / v for k, v in secs.items()}
+    held = [d for f in HELDOUT_FILES for d in read_docs(f)]
+    size = {"": nbytes(train + held) / 1e6, "_heldout": nbytes(held) / 1e6}
+    mbs = {k: size["_heldout" if k.endswith("_heldout") else ""] / v for k, v in secs.items()}
     out = {
         "vocab_size": vocab,
-        "encode_mb": round(docs_mb, 3),
+        "encode_mb": round(size[""], 3),
+        "encode_heldout_mb": round(size["_heldout"], 3),
         "encode_seconds": secs,
         "encode_mb_per_s": mbs,
-        "encode_ratio_over_tiktoken": {k: v / mbs["tiktoken"] for k, v in mbs.items()},
-        "ids_identical_to_tiktoken": last["ours_cold_cache"].sha256 == last["tiktoken"].sha256,
+        "encode_ratio_over_tiktoken": {
+            k: v / mbs["tiktoken_heldout" if k.endswith("_heldout") else "tiktoken"]
+            for k, v in mbs.items()
+        },
     }
-    if before:
-        out["ids_identical_to_before"] = (
-            last["ours_cold_cache"].sha256 == last["ours_before_cold_cache"].sha256
-        )
+    for text in ("", "_heldout"):
+        ours = last["ours_cold_cache" + text].sha256
+        out["ids_identical_to_tiktoken" + text] = ours == last["tiktoken" + text].sha256
+        if before:
+            out["ids_identical_to_before" + text] = (
+                ours == last["ours_before_cold_cache" + text].sha256
+            )
     return out
 
 
@@ -467,7 +482,11 @@ def main() -> None:
         action="store_true",
         help="only the cold encode, each candidate in a fresh process per round",
     )
-    ap.add_argument("--child", choices=["train", "encode", "tiktoken"], help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--child",
+        choices=["train", "encode", "tiktoken", "encode_heldout", "tiktoken_heldout"],
+        help=argparse.SUPPRESS,
+    )
     ap.add_argument("--merges", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.parts import docs_table, read_table, write_kept_and_rejected
+from pipeline.parts import docs_table, np_array, read_table, string_lists, write_kept_and_rejected
 
 
 def test_kept_and_rejected_rows_reasons_and_counts(tmp_path):
@@ -102,3 +102,18 @@ def test_column_bytes_counts_utf8_bytes_of_sliced_chunks_and_nulls():
             c = col.cast(typ)
             assert column_bytes(pa.table({"text": c})) == want
             assert column_bytes(pa.table({"text": c.fill_null("")})) == want
+
+
+def test_arrow_columns_from_buffers_equal_pa_array():
+    """np_array / string_lists build what pa.array builds (no pandas import on the way)."""
+    keep = np.array([True, False, True, True, False, False, True, True, False, True])
+    for a in (
+        keep,
+        keep[::3],
+        np.arange(7, dtype=np.int64)[::2],
+        np.linspace(0, 1, 5, dtype=np.float32),
+    ):
+        assert np_array(a).equals(pa.array(a))
+    rows = [["low_quality"], [], ["a", "bé", ""], ["\u4e2d"]]
+    assert string_lists(rows).equals(pa.array(rows, pa.list_(pa.string())))
+    assert string_lists([]).equals(pa.array([], pa.list_(pa.string())))

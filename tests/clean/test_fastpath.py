@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference_textstats as ref
-from pipeline.clean import lines, normalize, pii, textstats, words
+from pipeline.clean import charclass, lines, normalize, pii, textstats, words
 from pipeline.clean.segment import segment
 
 EDGE = [
@@ -82,7 +82,7 @@ def test_sentence_flags_count_what_the_regexes_count(text):
 
 
 def test_lower_case_table_is_exact_for_stop_words():
-    """The three facts words.py relies on, over every code point."""
+    """The facts words.py relies on, over every code point."""
     stop_letters = {c for ws in textstats.GOPHER_STOP_WORDS.values() for w in ws for c in w}
     strip = set(textstats._STRIP)
     for cp in range(0x110000):
@@ -96,6 +96,8 @@ def test_lower_case_table_is_exact_for_stop_words():
             assert c.isascii() or 0x400 <= cp < 0x530, hex(cp)
     table = words._lower_table()
     assert table[ord("A")] == ord("a") and table[0x130] == words._NO_MATCH
+    # words.py picks the tokens strip() may shorten by their end characters' class
+    assert all(charclass._TABLE[ord(c)] == charclass.PUNCT for c in strip)
 
 
 @settings(max_examples=150, deadline=None)

@@ -77,6 +77,21 @@ def test_each_feature_set_extends_the_one_before_without_moving_its_columns(old,
         assert after.shape[1] == before.shape[1] + 2 and (after[:, -2] >= 0).all()
 
 
+def test_doc_features_in_runs_of_documents_equal_one_pass(monkeypatch):
+    """Documents scored in runs of whole documents (CHUNK_TOKENS) get the rows of one pass,
+    empty documents and a run boundary at every document included."""
+    import pipeline.quality.coherence as coherence
+
+    texts = docs(30, 3)
+    scorer, _ = fit_lm(texts, np.arange(30), LMParams(min_reference_docs=10))
+    toks = tokenize(texts[:12] + ["", "...", *docs(6, 5)], 10_000)
+    fold = np.arange(len(toks.lengths)) % scorer.lm.num_folds
+    whole = doc_features(scorer.lm, toks, fold, 3)
+    for chunk in (1, 50, 400):
+        monkeypatch.setattr(coherence, "CHUNK_TOKENS", chunk)
+        np.testing.assert_array_equal(doc_features(scorer.lm, toks, fold, 3), whole)
+
+
 def test_detectors_score_the_lowest_and_round_trip_through_the_file():
     """Set 2 fits one detector per junk family (w [3, F]); P(coherent) is their minimum, and
     the scorer file keeps the set; a set-1 file stores no feature_set key (its old bytes)."""

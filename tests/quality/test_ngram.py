@@ -73,6 +73,19 @@ def test_tokenize_one_pass_equals_the_regex(max_chars):
     assert a.script.tolist() == b.script.tolist()
 
 
+def test_tokenize_in_passes_of_whole_texts_equals_one_pass(monkeypatch):
+    import pipeline.quality.ngram as ngram
+
+    texts = TRICKY + docs(12, 5)
+    whole = tokenize(texts, 10_000)
+    for chars in (1, 64, 700):
+        monkeypatch.setattr(ngram, "TOKENIZE_CHARS", chars)
+        got = tokenize(texts, 10_000)
+        assert got.ids.tolist() == whole.ids.tolist()
+        assert got.lengths.tolist() == whole.lengths.tolist()
+        assert got.script.tolist() == whole.script.tolist()
+
+
 def test_kneser_ney_distribution_sums_to_one():
     """For a fixed context, P(w | context) over every training word plus one unseen word
     (the uniform share of the unknown slot) sums to 1: the smoothing is a distribution."""

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from pipeline.quality import segment
-from pipeline.quality.features import STAT_NAMES, doc_stats, stats_matrix
+from pipeline.quality.features import STAT_NAMES, doc_stats, stats_and_script_share, stats_matrix
+from pipeline.quality.ngram import char_script_share
 from synth_text import docs, salad, zh_docs
 
 EDGES = [
@@ -37,6 +38,19 @@ def test_stats_matrix_equals_doc_stats_row_for_row(max_chars):
         assert got[i].tolist() == want[i].tolist(), (i, texts[i][:40], STAT_NAMES)
 
 
+@pytest.mark.parametrize(("max_chars", "window"), [(100_000, 2000), (100_000, 9), (5, 2000)])
+def test_script_share_from_the_batch_equals_char_script_share(max_chars, window, monkeypatch):
+    """The share of unspaced-script characters from the batch's classes is ngram's per-text
+    regex value exactly, over batch edges and when the window reads past max_chars."""
+    import pipeline.quality.features as features
+
+    monkeypatch.setattr(features, "STATS_BATCH", 4)
+    texts = EDGES + zh_docs(3, 4) + ["我们 " * 700 + "ok " * 900] + docs(3, 1)
+    stats, share = stats_and_script_share(texts, max_chars, window)
+    assert share.tolist() == [char_script_share(t, window) for t in texts]
+    assert stats.tolist() == stats_matrix(texts, max_chars).tolist()
+
+
 def test_stats_matrix_batches_and_empty_input(monkeypatch):
     """Batches of 3 texts give the rows of one batch; no text gives a [0, 9] matrix."""
     import pipeline.quality.features as features
@@ -44,6 +58,8 @@ def test_stats_matrix_batches_and_empty_input(monkeypatch):
     texts = EDGES + docs(5, 2)
     whole = stats_matrix(texts, 1000)
     monkeypatch.setattr(features, "STATS_BATCH", 3)
+    assert stats_matrix(texts, 1000).tolist() == whole.tolist()
+    monkeypatch.setattr(features, "STATS_BATCH_CHARS", 40)  # batches by characters too
     assert stats_matrix(texts, 1000).tolist() == whole.tolist()
     assert stats_matrix([], 1000).shape == (0, len(STAT_NAMES))
     assert stats_matrix([""], 1000).tolist() == [[0.0] * len(STAT_NAMES)]

@@ -406,10 +406,20 @@ def test_default_keeps_real_text_and_drops_salad(tmp_path):
     assert stats["docs_in"] == stats["docs_out"] + stats["dropped_low_quality"]
 
 
-def test_same_bytes_for_one_or_two_workers(tmp_path):
+def test_same_bytes_for_one_or_two_workers(tmp_path, monkeypatch):
+    """With 2 workers the LM and classifier fits are worker tasks: the driver never fits
+    (its fit functions raise here), and the bytes equal the inline run's."""
+    from pipeline.stages.quality import lm as stage_lm
+
     src, _ = _mixed(tmp_path)
     stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
     run_stages(tmp_path / "w1", stages, workers=1)
+
+    def not_in_the_driver(*args, **kwargs):
+        raise AssertionError("a fit ran in the driver")
+
+    monkeypatch.setattr(stage_lm, "fit_lm", not_in_the_driver)  # workers import their own
+    monkeypatch.setattr(stage_lm, "fit_classifiers", not_in_the_driver)
     run_stages(tmp_path / "w2", stages, workers=2)
     files = sorted(
         p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*.parquet")

@@ -108,17 +108,22 @@ def test_numpy_chunker_equals_coarse(texts):
 
 
 def test_encode_batch_falls_back_when_hashes_collide(tok):
-    """Every chunk given the same hash: the stored code points do not match, and the group is
-    encoded through the dictionary path instead, with the right ids."""
+    """Every chunk and piece given the same hash: the stored code points do not match, and the
+    group is encoded through the dictionary path instead, with the right ids (its new chunks
+    made one by one when the pieces' hashes collide too)."""
     from pipeline.tokenizer import vector
 
     texts = ["the cat sat", "", "on the mat, again and again", "x" * 5]
     expect = [tok.encode(t) for t in texts]
     same = lambda cp, starts, ends: np.full(len(starts), 7, np.uint64)  # noqa: E731
-    with patch.object(vector, "chunk_hashes", same):
-        fresh = Tokenizer(tok.merges)
-        assert fresh.encode_batch(texts) == expect
-        assert fresh.encode_batch(texts) == expect
+    for min_vector in (1, encoder.MIN_VECTOR):  # the new chunks' pieces in numpy, or not
+        with (
+            patch.object(vector, "chunk_hashes", same),
+            patch.object(encoder, "MIN_VECTOR", min_vector),
+        ):
+            fresh = Tokenizer(tok.merges)
+            assert fresh.encode_batch(texts) == expect
+            assert fresh.encode_batch(texts) == expect
 
 
 def test_chunk_store_grows_and_finds_everything():
@@ -138,7 +143,7 @@ def test_chunk_store_grows_and_finds_everything():
     assert (store.hashes.data[found] == keys).all()
     others = np.setdiff1d(keys[:1000] ^ np.uint64(1 << 62), keys)
     assert len(others) and (store.lookup(others) == -1).all()
-    assert len(store.keys) >= 2 * len(keys)  # grew from 2^16 slots, load <= 1/2
+    assert len(store.keys) >= 4 * len(keys)  # grew from 2^16 slots, load <= 1/4
 
 
 def test_encode_batch_group_of_one_piece_chunks_only(tok):
@@ -146,3 +151,59 @@ def test_encode_batch_group_of_one_piece_chunks_only(tok):
     texts = ["the cat", " sat on", "mat\n\n  "]
     with patch.object(encoder, "MIN_VECTOR", 1):
         assert Tokenizer(tok.merges).encode_batch(texts) == [tok.encode(t) for t in texts]
+
+
+PIECE_PARTS = st.sampled_from(
+    ["'s", "'t", "'m", "'d", "'re", "'ve", "'ll", "'S", "'r", "'l", "''", "n't", "ll", "re"]
+    + ["1", "12", "1234", "²", "٣", " 7", " '", "e", "s", "  ", "\t", ".", "\ud800", "😀"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(PIECE_PARTS | WORDY, max_size=25).map("".join), min_size=1, max_size=5))
+def test_numpy_pieces_equal_findall(texts):
+    """pieces.piece_starts splits distinct COARSE chunks, laid end to end in any order, exactly
+    as the pattern splits each chunk alone, for both patterns; vector.utf8 is str.encode's."""
+    from pipeline.tokenizer.pieces import piece_starts
+    from pipeline.tokenizer.pretokenize import DIGIT_RUN, compile_pattern
+    from pipeline.tokenizer.vector import code_points, utf8
+
+    chunks = list(dict.fromkeys(c for t in texts for c in COARSE.findall(t)))[::-1]
+    if not chunks:
+        return
+    joined = "".join(chunks)
+    cp = code_points(joined)
+    first = np.zeros(len(cp), bool)
+    first[np.cumsum([len(c) for c in chunks]) - [len(c) for c in chunks]] = True
+    for pattern in (SPLIT_PATTERN, GPT2_PATTERN):
+        starts = piece_starts(cp, first, DIGIT_RUN[pattern]).tolist()
+        got = [joined[a:b] for a, b in zip(starts, [*starts[1:], len(joined)], strict=True)]
+        assert got == [p for c in chunks for p in compile_pattern(pattern).findall(c)]
+    data, width = utf8(cp)
+    assert data.tobytes() == joined.encode("utf-8", "surrogatepass")
+    assert width.tolist() == [len(c.encode("utf-8", "surrogatepass")) for c in joined]
+
+
+def test_long_texts_are_cut_where_no_piece_crosses(tok):
+    """Texts over BATCH_CHARS are encoded in segments cut between non-whitespace and
+    whitespace: the ids of the whole text (one without whitespace stays whole; so does one
+    with a special token), as lists and as encode_batch_flat's (ids, counts)."""
+    rng = random.Random(6)
+    words = [w for t in MIXED[:3] for w in t.replace("<|", "").split(" ")]
+    long = "".join(
+        rng.choice(words) + rng.choice([" ", "  ", "\n", "\t", "", "\n\n "]) for _ in range(400)
+    )
+    texts = ["short one", long, "x" * 900, long + "<|pad|>" + long[:300], " " * 700, long[::-1]]
+    with patch.object(encoder, "BATCH_CHARS", 256), patch.object(encoder, "MIN_VECTOR", 1):
+        fresh = Tokenizer(tok.merges)
+        assert len(fresh._batch._cut(long)) > 4
+        expect = [tok.encode(t) for t in texts]
+        assert fresh.encode_batch(texts) == expect
+        texts, expect = ["", *texts, ""], [[], *expect, []]  # the numpy output, warm and cold
+        for flat, counts in (
+            fresh.encode_batch_flat(texts),
+            Tokenizer(tok.merges).encode_batch_flat(texts),
+        ):
+            assert counts.tolist() == [len(e) for e in expect]
+            assert flat.tolist() == [i for e in expect for i in e]
+    assert [a.tolist() for a in Tokenizer(tok.merges).encode_batch_flat([])] == [[], []]

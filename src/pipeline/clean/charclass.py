@@ -89,8 +89,10 @@ def char_classes(text: str) -> tuple[np.ndarray, np.ndarray]:
     """(code points uint8 or uint32 [n], classes uint8 [n]) of a text without lone surrogates."""
     if text.isascii():
         cp = np.frombuffer(text.encode("ascii"), np.uint8)
-        return cp, _TABLE[:128][cp]
+        return cp, _TABLE.take(cp)
     cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    if cp.max() <= 0xFFFF:  # all BMP (one reduction): no clipping, no astral pass
+        return cp, _TABLE.take(cp)
     cls = _TABLE[np.minimum(cp, 0xFFFF)]
     high = cp > 0xFFFF
     if high.any():  # astral planes: CJK extensions are letters, emoji and the rest symbols
@@ -114,7 +116,6 @@ def word_spans(cp: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     prev_unsp = np.concatenate(([False], unsp[:-1]))
     start = nonws & (~prev_nonws | unsp | prev_unsp)
     starts = np.flatnonzero(start)
-    boundary = np.concatenate(((~nonws | start)[1:], [True]))  # a word ends before position p+1
-    ends_at = np.flatnonzero(boundary) + 1
-    ends = ends_at[np.searchsorted(ends_at, starts, side="right")]
-    return starts, ends
+    # a word's last character: a non-space followed by a space, a new word or the end (one each)
+    last = nonws & np.concatenate(((~nonws | start)[1:], [True]))
+    return starts, np.flatnonzero(last) + 1

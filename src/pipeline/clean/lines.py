@@ -13,11 +13,13 @@ for "lorem ipsum", `{` or a policy phrase line by line, is left to textstats' pe
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from pipeline.clean.charclass import SPACE, UNSPACED
-from pipeline.clean.normalize import may_have_boilerplate
-from pipeline.clean.segment import Segments
+from pipeline.clean.normalize import BOILERPLATE_HINTS, may_have_boilerplate
+from pipeline.clean.segment import Segments, doc_sums
 
 _MARK, _CLOSER, _CLAUSE, _FINEWEB, _C4, _UNSP, _BULLET = (1 << i for i in range(7))
 
@@ -50,13 +52,17 @@ _DOT, _ELLIPSIS, _COLON, _ZERO, _NINE = 0x2E, 0x2026, 0x3A, 0x30, 0x39
 WRAP_MIN_LINES, WRAP_MIN_WIDTH, WRAP_MAX_WIDTH, WRAP_FULL = 3, 40, 100, 0.6  # as textstats
 
 
-def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) int64 of the runs of True in a bool array."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([False], mask, [False])).view(np.int8)))
-    return edges[0::2], edges[1::2]
+def _runs(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) int64 of the runs of consecutive positions in a sorted index array."""
+    if not len(pos):
+        return pos, pos
+    brk = np.flatnonzero(np.diff(pos) != 1)
+    return pos[np.append(0, brk + 1)], pos[np.append(brk, len(pos) - 1)] + 1
 
 
-def _sentence_marks(cp: np.ndarray, cls: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray, ...]:
+def _sentence_marks(
+    cp: np.ndarray, cls: np.ndarray, flags: np.ndarray, clauses: bool = True
+) -> tuple[np.ndarray, ...]:
     """(positions, counts if spaced, counts if unspaced) of the sentence ends textstats'
     _SENT_END_RE / _SENT_END_UNSPACED_RE find, by the position each match starts at.
 
@@ -64,24 +70,28 @@ def _sentence_marks(cp: np.ndarray, cls: np.ndarray, flags: np.ndarray) -> tuple
     (spaced), or unless one mark with no closer is followed by a digit (unspaced: regex
     backtracking keeps a shorter match otherwise). In unspaced text a clause mark also ends a
     sentence when the 4 characters before it are neither whitespace nor clause marks and no
-    digit follows."""
+    digit follows (clauses=False: no text is unspaced, the clause marks are left out)."""
     n = len(cp)
-    ms, me = _runs((flags & _MARK) != 0)
-    cs, ce = _runs((flags & _CLOSER) != 0)
+    fpos = np.flatnonzero(flags & (_MARK | _CLOSER | _CLAUSE))  # sparse: one pass over flags
+    fval = flags[fpos]
+    ms, me = _runs(fpos[(fval & _MARK) != 0])
+    cs, ce = _runs(fpos[(fval & _CLOSER) != 0])
     r = me.copy()
     if len(cs):
         i = np.minimum(np.searchsorted(cs, me), len(cs) - 1)
         at = cs[i] == me  # a closer run right after the marks (it cannot start inside them)
         r[at] = ce[i[at]]
-    nxt = np.append(cp, 0)[r]  # 0: the end of the text
-    end_ok = (r == n) | (np.append(cls, SPACE)[r] == SPACE)
+    rc = np.minimum(r, n - 1)
+    nxt = np.where(r < n, cp[rc], 0)  # 0: the end of the text
+    end_ok = (r >= n) | (cls[rc] == SPACE)
     digit_next = (nxt >= _ZERO) & (nxt <= _NINE) & (r < n)
     uns_ok = ~((me - ms == 1) & (r == me) & digit_next)
-    kp = np.flatnonzero(flags & _CLAUSE)
+    kp = fpos[(fval & _CLAUSE) != 0] if clauses else np.zeros(0, np.int64)
     if len(kp):
-        bad = np.concatenate(([0], np.cumsum((cls == SPACE) | ((flags & _CLAUSE) != 0))))
+        bad = np.zeros(n + 1, np.int32 if n < 1 << 31 else np.int64)
+        np.cumsum((cls == SPACE) | ((flags & _CLAUSE) != 0), dtype=bad.dtype, out=bad[1:])
         behind = (kp >= 4) & (bad[kp] - bad[np.maximum(kp - 4, 0)] == 0)
-        after = np.append(cp, 0)[kp + 1]
+        after = np.where(kp + 1 < n, cp[np.minimum(kp + 1, n - 1)], 0)
         kp = kp[behind & ~((after >= _ZERO) & (after <= _NINE) & (kp + 1 < n))]
     pos = np.concatenate((ms, kp))
     spaced = np.concatenate((end_ok, np.zeros(len(kp), bool)))
@@ -125,7 +135,7 @@ def line_stats_batch(
 ) -> np.ndarray:
     """Fill the line statistics (textstats._line_stats) of the documents it can measure from
     raw lines; returns bool [d]: True where done (False: use the per-document code)."""
-    d, cp, cls, text = seg.num_docs, seg.cp, seg.cls, seg.text
+    d, cp, text = seg.num_docs, seg.cp, seg.text
     n_chars = seg.doc_ends - seg.doc_starts
     n_tok = np.diff(seg.word_offsets)
     nl = np.flatnonzero(cp == 10)
@@ -134,18 +144,21 @@ def line_stats_batch(
     ldoc = np.searchsorted(seg.doc_starts, ls, side="right") - 1
     lfirst = np.searchsorted(ls, seg.doc_starts)
     raw_lines = np.diff(np.append(lfirst, len(ls)))
-    nonsp = np.flatnonzero(cls != SPACE)
-    j = np.searchsorted(nonsp, ls)
-    ss = np.append(nonsp, len(cp))[j]
+    # stripped bounds from the whitespace tokens (none crosses a newline): a line starts at its
+    # first token and ends at its last one's end; tok[i] is line i's first token
+    ts, te = seg.tokens()
+    tok = np.searchsorted(ts, ls)
+    ss = np.append(ts, len(cp))[tok]
     full = ss < le  # a non-empty (stripped) line
-    se = np.append(nonsp, len(cp))[np.searchsorted(nonsp, le) - 1] + 1
+    se = np.append(te, len(cp))[np.maximum(np.searchsorted(te, le, side="right") - 1, 0)]
     se = np.where(full, se, ss)
     length = se - ss
     last = np.where(full, cp[np.maximum(se - 1, 0)], 0)
     lflag = _FLAGS[last]
     nxt_full = np.append(full[1:], False) & np.append(ldoc[1:] == ldoc[:-1], False)
     cont = full & nxt_full  # its paragraph goes on: the next raw line is not blank
-    per_doc = lambda v: np.bincount(ldoc, weights=v, minlength=d).astype(np.int64)  # noqa: E731
+    line_offsets = np.append(lfirst, len(ls))
+    per_doc = lambda v: doc_sums(v, line_offsets)  # noqa: E731
     nlog = per_doc(full)
     if not full.any():
         return np.ones(d, bool)  # no line at all: no line statistic (as textstats)
@@ -169,13 +182,7 @@ def line_stats_batch(
         & (wrapped >= 2)
         & (2 * wrapped >= per_doc(open_))
     )
-    c4_check = np.zeros(d, bool)
-    for i, t in enumerate(texts):
-        if "{" in t:
-            c4_check[i] = True
-        else:
-            low = t.lower()
-            c4_check[i] = "lorem ipsum" in low or may_have_boilerplate(low)
+    c4_check = _c4_check(seg, texts)
     done = ~(label | wrapped_doc | c4_check) | (nlog == 0)
     todo = done & (nlog > 0)
     sel = full & todo[ldoc]  # the logical lines measured here
@@ -213,7 +220,7 @@ def line_stats_batch(
     spaced_doc = ~np.isin(dominant[rows], UNSPACED)  # 30 chars of Chinese is a long line
     put("short_lines_frac", per(length[L] <= 30)[rows] / nl_doc, spaced_doc)
     put("newlines_per_word", (raw_lines[rows] - 1) / np.maximum(n_tok[rows], 1), n_tok[rows] > 0)
-    sentences = _c4_sentences(seg, texts, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args)
+    sentences = _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args)
     put("c4_sentences", sentences[rows])
     put("c4_lorem_ipsum", np.zeros(len(rows)))
     put("c4_curly_bracket", np.zeros(len(rows)))
@@ -243,38 +250,65 @@ def _paragraphs(seg, ls, le, ss, se, full, ldoc, lfirst, raw_lines, todo, put, r
     put("dup_paragraph_chars_frac", pdup_chars[rows] / n_chars[rows])
 
 
-def _c4_sentences(seg, texts, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args):  # noqa: N803
+def _c4_check(seg: Segments, texts: list[str]) -> np.ndarray:
+    """bool [d]: texts holding `{`, "lorem ipsum" or a policy phrase (any case), which C4 must
+    look for line by line: found in the batch's text (one lower(), C-speed finds), not per text."""
+    low = seg.text.lower()
+    if len(low) != len(seg.text):  # U+0130 lower-cases to two characters: positions shift
+        return np.array(
+            [
+                "{" in t or "lorem ipsum" in t.lower() or may_have_boilerplate(t.lower())
+                for t in texts
+            ],
+            bool,
+        )
+    hit = np.zeros(seg.num_docs, bool)
+    starts, ends = seg.doc_starts.tolist(), seg.doc_ends.tolist()
+    for hay, needles in ((seg.text, ("{",)), (low, ("lorem ipsum", *BOILERPLATE_HINTS))):
+        for needle in needles:
+            i = hay.find(needle)
+            while i != -1:
+                k = bisect.bisect_right(starts, i) - 1  # no needle holds the joining "\n"
+                hit[k] = True
+                i = hay.find(needle, ends[k])
+    return hit
+
+
+def _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args):  # noqa: N803
     """int64 [d]: C4's sentence count over the lines it keeps (textstats._c4_stats, for texts
-    with no lorem ipsum, `{` or policy phrase to look for)."""
+    with no lorem ipsum, `{` or policy phrase to look for). tok[i]: line i's first token."""
     d, cp, cls = seg.num_docs, seg.cp, seg.cls
     min_words, max_word = c4_args
-    flags = _FLAGS[cp]
+    flags = _FLAGS[:128][cp] if cp.dtype == np.uint8 else _FLAGS[cp]
     s, e = ss[L], se[L]
     dots = (e - s >= 3) & (cp[e - 1] == _DOT) & (cp[np.maximum(e - 2, 0)] == _DOT)
     dots &= cp[np.maximum(e - 3, 0)] == _DOT
     ended = ((lflag[L] & _C4) != 0) & ~dots
     consider = ended | (nlog[D] == 1)  # one paragraph: its end is a sentence end (v2)
-    ts, te = seg.tokens()  # whitespace tokens (str.split)
-    tline = np.searchsorted(ls, ts, side="right") - 1
-    nl_all = len(ls)
-    words = np.bincount(tline, minlength=nl_all)[L]
-    unsp = (flags & _UNSP) != 0
-    if cp.dtype != np.uint8 and unsp.any():
-        ucum = np.concatenate(([0], np.cumsum(unsp)))
-        doc_unsp = (ucum[seg.doc_ends] - ucum[seg.doc_starts]) > 0
-        tok_unsp = np.bincount(tline, weights=(ucum[te] - ucum[ts]) > 0, minlength=nl_all)
-        extra = (ucum[e] - ucum[s]) - tok_unsp[L].astype(np.int64)
+    ts, te = seg.tokens()  # whitespace tokens (str.split): line i's are [tok[i], tok[i + 1])
+    tok_off = np.append(tok, len(ts))
+    words = np.diff(tok_off)[L]
+    # unspaced letters (sparse: a few documents) count one word each, as textstats does
+    upos = np.flatnonzero(flags & _UNSP) if cp.dtype != np.uint8 else ()
+    if len(upos):
+        before = lambda x: np.searchsorted(upos, x)  # noqa: E731  unspaced letters before x
+        doc_unsp = (before(seg.doc_ends) - before(seg.doc_starts)) > 0
+        ti = np.flatnonzero(doc_unsp[seg.token_doc()])
+        has = np.zeros(len(ts), bool)
+        has[ti] = before(te[ti]) > before(ts[ti])
+        extra = (before(e) - before(s)) - doc_sums(has, tok_off)[L]
         words = words + np.where(doc_unsp[D], extra, 0)
     keep = consider & (words >= min_words)
     long_doc = (seg.doc_ends - seg.doc_starts) > max_word
-    if long_doc.any():
-        longest = np.zeros(nl_all, np.int64)
-        np.maximum.at(longest, tline, te - ts)
-        keep &= ~(long_doc[D] & (longest[L] > max_word))
-    pos, spaced, unspaced = _sentence_marks(cp, cls, flags)
+    if long_doc.any() and len(ts):
+        # longest token of each line; every line in L has a token (reduceat: one pass)
+        longest = np.maximum.reduceat(np.append(te - ts, 0), tok)[L]  # 0: a sentinel
+        keep &= ~(long_doc[D] & (longest > max_word))
+    clauses_doc = np.isin(dominant, UNSPACED)
+    pos, spaced, unspaced = _sentence_marks(cp, cls, flags, bool(clauses_doc.any()))
     mline = np.searchsorted(ls, pos, side="right") - 1
-    clauses = np.isin(dominant, UNSPACED)[ldoc[np.minimum(mline, len(ldoc) - 1)]]
+    clauses = clauses_doc[ldoc[np.minimum(mline, len(ldoc) - 1)]]
     hit = np.where(clauses, unspaced, spaced)
-    per_line = np.bincount(mline[hit], minlength=nl_all)[L]
+    per_line = np.bincount(mline[hit], minlength=len(ls))[L]
     counted = per_line + ~ended
     return np.bincount(D[keep], weights=counted[keep], minlength=d).astype(np.int64)

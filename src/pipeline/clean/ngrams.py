@@ -11,9 +11,12 @@ hash collision inside one document is detected and re-sorted exactly.
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from pipeline.hashing import GOLDEN64
+from pipeline.permute import mix64
 
 _POS_BITS = 24  # positions (word indices in the batch) packed under the hash: < 16M words
 _POS_MASK = np.uint64((1 << _POS_BITS) - 1)
@@ -33,8 +36,9 @@ def _groups(g: np.ndarray, pos: np.ndarray, word_doc: np.ndarray) -> tuple[np.nd
         brk = hi[1:] != hi[:-1]
         eq = np.flatnonzero(~brk)
         a, b = p[eq], p[eq + 1]
-        brk[eq] = word_doc[a] != word_doc[b]
-        exact = not (~brk[eq] & (g[a] != g[b])).any()  # else a 40-bit collision
+        same = word_doc[a] == word_doc[b]
+        brk[eq] = ~same
+        exact = not (same & (g[a] != g[b])).any()  # else a 40-bit collision
     if not exact:
         key = g[pos]
         order = np.lexsort((pos, key, word_doc[pos]))
@@ -65,7 +69,7 @@ def _dup_chars(
     cand = cand[np.argsort(p[cand], kind="stable")]  # later occurrences, by position
     pos_l, gid_l, gstart_l = p.tolist(), gid.tolist(), starts.tolist()
     chars_l, doc_l = chars.tolist(), d.tolist()
-    skipped: set[int] = set()
+    counted: list[int] = [-k]  # counted positions, ascending: each skips the k - 1 after it
     skip_until = 0
     acc: dict[int, int] = {}
     for j in cand.tolist():
@@ -73,11 +77,12 @@ def _dup_chars(
         if c < skip_until:
             continue  # not visited: neither counted nor added to the seen set
         for e in range(gstart_l[gid_l[j]], j):  # earlier occurrences of the same k-gram
-            if pos_l[e] not in skipped:
+            x = pos_l[e]
+            if x >= counted[bisect.bisect_left(counted, x) - 1] + k:  # x was visited
                 doc = doc_l[j]
                 acc[doc] = acc.get(doc, 0) + chars_l[j]
                 skip_until = c + k
-                skipped.update(range(c + 1, c + k))
+                counted.append(c)
                 break
     for doc, v in acc.items():
         total[doc] += v
@@ -115,6 +120,9 @@ def ngram_stats(
     for s in np.unique(scale).tolist():
         need[scale == s] = s * max((*top_ns, *dup_ns))
     wneed = need[word_doc]
+    # the word hashes are polynomials: short words have empty high bits, so mix them first (the
+    # packed sort compares the high 40 bits; unmixed, "a ," and "a ." would collide there)
+    hashes = mix64(hashes)
     g = hashes.copy()
     last = word_offsets[1:] - 1  # each document's last word
     valid = np.ones(len(hashes), bool)

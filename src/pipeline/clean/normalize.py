@@ -41,7 +41,7 @@ BOILERPLATE_RE = re.compile(
     r"javascript|terms of use|privacy policy|cookie policy|uses cookies|"
     r"use of cookies|use cookies"
 )
-_BOILERPLATE_HINTS = ("javascript", "terms of use", "privacy policy", "cookie")
+BOILERPLATE_HINTS = ("javascript", "terms of use", "privacy policy", "cookie")
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def strip_html(text: str) -> str:
 
 def may_have_boilerplate(low: str) -> bool:
     """Cheap substring pre-check on lower-cased text before the per-line regex."""
-    return any(h in low for h in _BOILERPLATE_HINTS)
+    return any(h in low for h in BOILERPLATE_HINTS)
 
 
 def remove_boilerplate_lines(text: str) -> tuple[str, int]:

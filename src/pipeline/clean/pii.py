@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from pipeline.clean.charclass import DIGIT, char_classes
+from pipeline.clean.segment import chunks
 
 PII_KINDS = ("url", "email", "key", "ip", "phone")
 PLACEHOLDER = {k: f"<|{k}|>" for k in PII_KINDS}
@@ -37,6 +38,7 @@ _KEY_SHAPES = [
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
 ]
 _KEY_RE = re.compile(r"(?<![\w-])(?:" + "|".join(_KEY_SHAPES) + r")", re.DOTALL)
+KEY_MIN_CHARS = 15  # the shortest key shape, Slack's "xoxb-" + 10 (clean v3; v2 assumed 20)
 # long hex (>= 32) or base64 (>= 32) runs; validated: must mix letters and digits
 _LONG_KEY_RE = re.compile(
     r"(?<![\w+/=-])(?:[0-9a-fA-F]{32,}|[A-Za-z0-9+/_-]{32,}={0,2})"
@@ -127,29 +129,60 @@ _KEY_HINTS = (
 
 def digit_hints(texts: list[str]) -> np.ndarray:
     """bool [len(texts), 2]: (may hold an IPv4 address, may hold a phone number), from one
-    numpy pass over the batch's digits. An IPv4 address has 4 digits each within 2 characters
-    of the next (one dot); a phone number that _is_phone accepts has >= 7 digits each within 3
-    of the next (<= 2 separators). Digits here are Unicode N*, a superset of the regexes' \\d,
-    so False is certain (no pattern can match) and True only means "run the pattern"."""
+    numpy pass over the batch's digits and dots. An IPv4 address has three dots, each between
+    two digits and each within 4 characters of the next (1-3 digits between); a phone number
+    that _is_phone accepts has >= 7 digits each within 3 of the next (<= 2 separators). Digits
+    here are Unicode N*, a superset of the regexes' \\d, so False is certain (no pattern can
+    match) and True only means "run the pattern" (a year or a price is not an address)."""
     out = np.zeros((len(texts), 2), bool)
-    if not texts:
-        return out
+    for lo, hi in chunks([len(t) for t in texts]):  # ~1M characters: arrays stay in cache
+        out[lo:hi] = _digit_hints(texts[lo:hi])
+    return out
+
+
+def _digit_hints(texts: list[str]) -> np.ndarray:
+    out = np.zeros((len(texts), 2), bool)
+    # joined by 4 newlines: no run of digits 3 apart nor chain of dots 4 apart crosses two
+    # texts, so runs need no document ids (only the runs found look theirs up)
+    sep = "\n" * 4
     lengths = np.fromiter(map(len, texts), np.int64, len(texts))
     starts = np.zeros(len(texts), np.int64)
-    np.cumsum(lengths[:-1] + 1, out=starts[1:])
-    _, cls = char_classes("\n".join(texts))
-    pos = np.flatnonzero(cls == DIGIT)
+    np.cumsum(lengths[:-1] + len(sep), out=starts[1:])
+    cp, cls = char_classes(sep.join(texts))
+    digit = cls == DIGIT
+    pos = np.flatnonzero(digit)
     if len(pos) < 4:
         return out
-    doc = np.searchsorted(starts, pos, side="right") - 1
-    same = doc[1:] == doc[:-1]
-    gap = np.diff(pos)
-    for col, (max_gap, min_digits) in enumerate(((2, 4), (3, 7))):
-        brk = np.flatnonzero(~(same & (gap <= max_gap)))
-        run_start = np.concatenate(([0], brk + 1))
-        run_len = np.diff(np.append(run_start, len(pos)))
-        out[doc[run_start[run_len >= min_digits]], col] = True
+    # IPv4: dots between digits, three in a row each <= 4 characters after the one before
+    dots = np.flatnonzero(cp[1:-1] == 0x2E) + 1
+    dots = dots[digit[dots - 1] & digit[dots + 1]]
+    if len(dots) >= 3:
+        gap = np.diff(dots) <= 4
+        chain = dots[:-2][gap[:-1] & gap[1:]]
+        out[np.searchsorted(starts, chain, side="right") - 1, 0] = True
+    # phone: >= 7 digits each within 3 characters of the next
+    brk = np.flatnonzero(np.diff(pos) > 3)
+    run_start = np.concatenate(([0], brk + 1))
+    run_len = np.diff(np.append(run_start, len(pos)))
+    found = pos[run_start[run_len >= 7]]
+    out[np.searchsorted(starts, found, side="right") - 1, 1] = True
     return out
+
+
+_LOCAL_END = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_LABEL_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def _may_email(text: str) -> bool:
+    """An '@' between a local-part character and a domain letter or digit, as every _EMAIL_RE
+    match has: the regex backtracks up to 64 characters at each letter (~2 MB/s), and most
+    '@' in text are handles, `@-@` of tokenised numbers or code."""
+    i = text.find("@", 1)
+    while i != -1:
+        if text[i - 1] in _LOCAL_END and text[i + 1 : i + 2] in _LABEL_START:
+            return True
+        i = text.find("@", i + 1)
+    return False
 
 
 def _sub(pattern: re.Pattern[str], text: str, kind: str, check) -> tuple[str, int]:
@@ -179,19 +212,21 @@ def redact(
     """Replace PII of the given kinds by placeholders; returns (text, replacements per kind).
 
     Each pattern runs only where a cheap check says it can match (the patterns cost ~20 MB/s
-    each, the checks ~1 GB/s): a URL needs "://" or "www.", an email "@", a key shape its
-    literal prefix and a long key a word of >= 32 characters (every key is a run of >= 20
-    non-space characters), IPv6 "::" or 5 colons; IPv4 addresses and phone numbers need
-    digits (`has_digits`) close together (`may_ipv4`, `may_phone`: digit_hints).
+    each, the checks ~1 GB/s): a URL needs "://" or "www.", an email an "@" between a
+    local-part character and a letter or digit (_may_email), a key shape its
+    literal prefix and a long key a word of >= 32 characters (every key is a run of >=
+    KEY_MIN_CHARS non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need three dots between
+    digits and phone numbers digits close together (`has_digits`, `may_ipv4`, `may_phone`:
+    digit_hints).
     """
     counts = dict.fromkeys(kinds, 0)
     if "url" in kinds and (
         "://" in text or (("w." in text or "W." in text) and "www." in text.lower())
     ):
         text, counts["url"] = _sub(_URL_RE, text, "url", None)
-    if "email" in kinds and "@" in text:
+    if "email" in kinds and "@" in text and _may_email(text):
         text, counts["email"] = _sub(_EMAIL_RE, text, "email", None)
-    if "key" in kinds and (max_word_length is None or max_word_length >= 20):
+    if "key" in kinds and (max_word_length is None or max_word_length >= KEY_MIN_CHARS):
         n1 = n2 = 0
         if any(h in text for h in _KEY_HINTS):
             text, n1 = _sub(_KEY_RE, text, "key", None)

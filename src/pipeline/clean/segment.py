@@ -34,19 +34,29 @@ class Segments:
     word_offsets: np.ndarray  # int64 [d + 1]: document i's words are [offsets[i], offsets[i+1])
     word_hashes: np.ndarray  # uint64 [w]: content hash of each word (hashing.span_hashes)
     prefix: np.ndarray  # uint64 [n + 1]: polynomial prefix sums of cp, for span_hashes
-    _tokens: tuple[np.ndarray, np.ndarray] | None = None
+    _tokens: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    _word_doc: np.ndarray | None = None
 
     def span_hashes(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """uint64 [k]: hashing.span_hashes of text[starts[i]:ends[i]] (position-free)."""
         return (self.prefix[ends] - self.prefix[starts]) * poly_powers(len(self.cp))[1][starts]
 
     def tokens(self) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) int64 [t]: whitespace tokens, as str.split() cuts them."""
+        """(starts, ends) int64 [t]: whitespace tokens, as str.split() cuts them (runs of
+        words with no space between: the words split only unspaced letters off)."""
         if self._tokens is None:
-            nonws = np.concatenate(([False], self.cls != SPACE, [False])).view(np.int8)
-            edges = np.flatnonzero(np.diff(nonws))
-            self._tokens = (edges[0::2], edges[1::2])
-        return self._tokens
+            ws, we, cls = self.word_starts, self.word_ends, self.cls
+            first = cls[np.maximum(ws - 1, 0)] == SPACE
+            first[ws == 0] = True
+            last = cls[np.minimum(we, len(cls) - 1)] == SPACE
+            last[we == len(cls)] = True
+            self._tokens = (ws[first], we[last], self.word_doc()[first])
+        return self._tokens[:2]
+
+    def token_doc(self) -> np.ndarray:
+        """int64 [t]: the document of each whitespace token."""
+        self.tokens()
+        return self._tokens[2]
 
     @property
     def num_docs(self) -> int:
@@ -54,17 +64,30 @@ class Segments:
 
     def word_doc(self) -> np.ndarray:
         """int64 [w]: the document of each word."""
-        return np.repeat(np.arange(self.num_docs), np.diff(self.word_offsets))
+        if self._word_doc is None:
+            self._word_doc = np.repeat(np.arange(self.num_docs), np.diff(self.word_offsets))
+        return self._word_doc
 
     def class_counts(self) -> np.ndarray:
         """int64 [d, NUM_CLASSES]: characters of each class per document."""
         d = self.num_docs
         lengths = self.doc_ends - self.doc_starts
-        doc = np.repeat(np.arange(d, dtype=np.int64), lengths + 1)[: len(self.cls)]
-        key = doc * NUM_CLASSES + self.cls
+        doc = np.repeat(np.arange(0, d * NUM_CLASSES, NUM_CLASSES, np.int32), lengths + 1)
+        key = doc[: len(self.cls)] + self.cls
         counts = np.bincount(key, minlength=d * NUM_CLASSES).reshape(d, NUM_CLASSES)
         counts[:-1, SPACE] -= 1  # the "\n" joining document i to i + 1
         return counts
+
+
+def doc_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """int64 [d]: sums of values (bool or int, [offsets[-1]]) over each [offsets[i],
+    offsets[i+1]) (np.add.reduceat: one pass, no per-element document ids)."""
+    if len(offsets) < 2:
+        return np.zeros(0, np.int64)
+    # a 0 after the values keeps every start a valid index (an empty last range)
+    sums = np.add.reduceat(np.append(values, 0), offsets[:-1], dtype=np.int64)
+    sums[offsets[1:] == offsets[:-1]] = 0  # reduceat gives values[i] for an empty range
+    return sums
 
 
 def segment(texts: list[str]) -> Segments:
@@ -77,8 +100,10 @@ def segment(texts: list[str]) -> Segments:
     ws, we = word_spans(cp, cls)
     offsets = np.searchsorted(ws, np.append(starts, len(text) + 1))
     pw, inv = poly_powers(len(cp))
-    prefix = np.zeros(len(cp) + 1, np.uint64)
-    np.cumsum(cp.astype(np.uint64) * pw[: len(cp)], dtype=np.uint64, out=prefix[1:])
+    prefix = np.empty(len(cp) + 1, np.uint64)
+    prefix[0] = 0
+    np.multiply(cp, pw[: len(cp)], out=prefix[1:])  # in place: no 8-byte temporaries
+    np.cumsum(prefix[1:], out=prefix[1:])
     hashes = (prefix[we] - prefix[ws]) * inv[ws]  # as hashing.span_hashes
     return Segments(text, starts, starts + lengths, cp, cls, ws, we, offsets, hashes, prefix)
 

@@ -35,7 +35,7 @@ from pipeline.clean.lines import line_stats_batch
 from pipeline.clean.ngrams import ngram_stats
 from pipeline.clean.normalize import BOILERPLATE_RE, may_have_boilerplate
 from pipeline.clean.pii import _URL_RE
-from pipeline.clean.segment import Segments, chunks, segment
+from pipeline.clean.segment import Segments, chunks, doc_sums, segment
 from pipeline.clean.words import stop_word_counts
 
 GOPHER_STOP_WORDS = {  # Gopher's 8 English words; the 8 most frequent Russian words for Cyrillic
@@ -386,23 +386,29 @@ def _dominant_scripts(seg: Segments, counts: np.ndarray, out: np.ndarray) -> np.
     return dominant
 
 
+def _cum(mask: np.ndarray, dtype: type) -> np.ndarray:
+    """[n + 1]: prefix sums of a bool array, 0 first."""
+    out = np.zeros(len(mask) + 1, dtype)
+    np.cumsum(mask, dtype=dtype, out=out[1:])
+    return out
+
+
 def _batch_word_stats(seg: Segments, texts: list[str], scale: np.ndarray, out: np.ndarray) -> None:
     """The word statistics of every text (as _word_stats), from the batch's word arrays."""
-    d = seg.num_docs
     starts, ends, cls = seg.word_starts, seg.word_ends, seg.cls
     n_tok = np.diff(seg.word_offsets)
-    doc = seg.word_doc()
     lengths = ends - starts
-    letter_cum = np.concatenate(([0], np.cumsum(cls >= LATIN)))
-    sym = (cls == PUNCT) | (cls == SYMBOL)
-    punct_cum = np.concatenate(([0], np.cumsum(sym)))
-    pure_cum = np.concatenate(([0], np.cumsum(cls == PUNCT)))
+    # int32 prefix sums (a batch holds < 2^31 characters): ~3x faster than int64 ones
+    ctype = np.int32 if len(cls) < 1 << 31 else np.int64
+    letter_cum = _cum(cls >= LATIN, ctype)
+    punct_cum = _cum((cls == PUNCT) | (cls == SYMBOL), ctype)
+    pure_cum = _cum(cls == PUNCT, ctype)
     tok_letters = letter_cum[ends] - letter_cum[starts]
     tok_punct = punct_cum[ends] - punct_cum[starts]
     non_symbol = tok_punct < lengths
 
-    def per_doc(values: np.ndarray) -> np.ndarray:  # exact: integer sums < 2^53
-        return np.bincount(doc, weights=values, minlength=d).astype(np.int64)
+    def per_doc(values: np.ndarray) -> np.ndarray:
+        return doc_sums(values, seg.word_offsets)
 
     num_words = per_doc(non_symbol)
     out[:, STAT_INDEX["num_words"]] = num_words

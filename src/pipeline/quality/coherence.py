@@ -60,9 +60,28 @@ LOW_BLOCK_GAIN = 0.0  # a block whose words gain nothing from context reads as s
 REPEAT_DISTANCE = 32  # long_repeat: a content word seen at least this many tokens before
 
 
+CHUNK_TOKENS = 1 << 17  # doc_features works on runs of whole documents of about this many tokens
+
+
 def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray, feature_set: int = 2) -> np.ndarray:
     """float64 [n, len(FEATURE_SETS[feature_set])], each document scored by the model of its
-    fold (int [n], 0..lm.num_folds-1); documents without tokens get zeros."""
+    fold (int [n], 0..lm.num_folds-1); documents without tokens get zeros. A document's row
+    depends on its own tokens only, so the documents go in runs of ~CHUNK_TOKENS tokens: the
+    per-token arrays stay in cache (~15% less CPU than one pass over a 400k-token part)."""
+    ends = np.cumsum(tokens.lengths)
+    if len(ends) < 2 or ends[-1] <= CHUNK_TOKENS:
+        return _doc_features(lm, tokens, fold, feature_set)
+    out, i, a = [], 0, 0
+    while i < len(ends):  # [i, j): whole documents, at least one
+        j = max(int(np.searchsorted(ends, a + CHUNK_TOKENS, side="right")), i + 1)
+        b = int(ends[j - 1])
+        sub = Tokens(tokens.ids[a:b], tokens.lengths[i:j], tokens.script[i:j])
+        out.append(_doc_features(lm, sub, fold[i:j], feature_set))
+        i, a = j, b
+    return np.concatenate(out)
+
+
+def _doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray, feature_set: int) -> np.ndarray:
     n = len(tokens.lengths)
     out = np.zeros((n, len(FEATURE_SETS[feature_set])))
     if len(tokens.ids) == 0:

@@ -98,8 +98,9 @@ def markov_chains(
     at = ok[rng.integers(len(ok), size=len(n))]
     window = np.stack([tokens.ids[at - k] for k in range(order, 0, -1)], axis=1)
     for t in range(steps):
-        j = np.minimum(np.searchsorted(heads, _state(window)), len(heads) - 1)
-        has = heads[j] == _state(window)
+        st = _state(window)
+        j = np.minimum(np.searchsorted(heads, st), len(heads) - 1)
+        has = heads[j] == st
         pick = nxt[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
         fresh = ok[rng.integers(len(ok), size=len(n))]
         cur = np.where(has, pick, tokens.ids[fresh])
@@ -130,12 +131,14 @@ def splices(
     documents (drawn per splice), so topic words do recur, as in a page spun from a few
     articles; None: each sentence from any other document."""
     starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
-    sents, owner = [], []
-    for i in range(len(tokens.lengths)):
-        for snt in _sentences(tokens.ids[starts[i] : starts[i + 1]], ends):
-            sents.append(snt)
-            owner.append(i)
-    owner_arr = np.array(owner, np.int64)
+    # every document's `_sentences`, in order: pieces between the document starts and the
+    # positions after sentence ends (one pass over all the tokens, not a split per document)
+    cuts = np.sort(np.concatenate([starts, np.flatnonzero(np.isin(tokens.ids, ends)) + 1]))
+    cuts = cuts[np.concatenate([[True], cuts[1:] != cuts[:-1]])]  # distinct, ascending
+    ids = tokens.ids
+    sents = [ids[a:b] for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)]
+    owner_arr = np.searchsorted(starts, cuts[:-1], side="right") - 1
+    first = np.searchsorted(owner_arr, np.arange(len(tokens.lengths) + 1))  # per document
     num_docs = len(tokens.lengths)
     out = []
     for i in docs:
@@ -144,8 +147,10 @@ def splices(
         else:
             k = int(rng.integers(sources[0], sources[1] + 1))
             pick = rng.choice(num_docs, size=min(k + 1, num_docs), replace=False)
-            pick = pick[pick != i][:k]
-            others = np.flatnonzero(np.isin(owner_arr, pick))
+            pick = np.sort(pick[pick != i][:k])  # their sentences, ascending as np.isin's
+            others = np.concatenate(
+                [np.arange(first[d], first[d + 1]) for d in pick.tolist()] or [np.zeros(0, int)]
+            )
         if len(others) == 0:
             out.append(tokens.ids[starts[i] : starts[i + 1]].copy())
             continue

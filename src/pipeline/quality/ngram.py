@@ -21,6 +21,7 @@ model also keeps raw unigram frequencies (add-1/2), the baseline of the context 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -67,6 +68,18 @@ def _script_of(token: str) -> int:
     return 3
 
 
+def _scripts_of(cp: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """`_script_of` of tokens from their first characters' code points and class bits."""
+    c = cp.astype(np.int64)
+    cjk = (
+        ((c >= 0x3040) & (c < 0x3100))
+        | ((c >= 0x3400) & (c < 0xA000))
+        | ((c >= 0xF900) & (c < 0xFB00))
+    )
+    out = np.where(c < 0x250, 0, np.where((c >= 0x400) & (c < 0x530), 1, np.where(cjk, 2, 3)))
+    return np.where((f & segment.ALPHA) > 0, out, -1)
+
+
 @dataclass
 class Tokens:
     """Hashed tokens of a batch of documents, concatenated without padding."""
@@ -88,8 +101,28 @@ def tokenize(texts: list[str], max_chars: int) -> Tokens:
     """Tokens of each text's first `max_chars` characters, lowercased: runs of word characters
     outside the unspaced scripts, each unspaced-script character, each other non-space
     character (what `_TOKEN` finds). One numpy pass over the batch (pipeline.quality.segment);
-    distinct tokens are hashed once."""
-    big, cps, starts = segment.join([t[:max_chars].lower() for t in texts])
+    distinct tokens are hashed once per pass. Batches of more than TOKENIZE_CHARS characters go
+    in passes of whole texts of about that many (the per-character arrays stay in cache)."""
+    cut = [t[:max_chars] for t in texts]
+    ends = np.cumsum(np.fromiter(map(len, cut), np.int64, len(cut)))
+    if len(cut) < 2 or ends[-1] <= TOKENIZE_CHARS:
+        return _tokenize_pass(cut)
+    out, i = [], 0
+    while i < len(cut):  # [i, j): whole texts, at least one
+        j = int(np.searchsorted(ends, ends[i] - len(cut[i]) + TOKENIZE_CHARS, side="right"))
+        out.append(_tokenize_pass(cut[i : max(j, i + 1)]))
+        i = max(j, i + 1)
+    cat = np.concatenate
+    return Tokens(
+        cat([t.ids for t in out]), cat([t.lengths for t in out]), cat([t.script for t in out])
+    )
+
+
+TOKENIZE_CHARS = 1 << 20  # characters per tokenize pass (~18% less CPU than 4 MB at once)
+
+
+def _tokenize_pass(texts: list[str]) -> Tokens:
+    big, cps, starts = segment.join([t.lower() for t in texts])
     f = segment.classes(cps)
     script_char = (f & segment.CHAR_SCRIPT) > 0
     word = ((f & segment.WORD) > 0) & ~script_char
@@ -105,7 +138,8 @@ def tokenize(texts: list[str], max_chars: int) -> Tokens:
         np.uint64,
         count=len(vocab),
     )
-    scripts = np.fromiter(map(_script_of, vocab), np.int64, count=len(vocab))
+    first = tok_start[rep]
+    scripts = _scripts_of(cps[first], f[first])
     doc = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     tok_script = scripts[ids]
     letter = tok_script >= 0
@@ -219,97 +253,160 @@ class NgramLM:
     def log_probs(self, tokens: Tokens, fold: np.ndarray) -> tuple[np.ndarray, ...]:
         """Per token (in document order), scored by the model of its document's fold (int [n]):
         ln P_KN(w | context), ln P_unigram(w), the highest order whose n-gram that model saw
-        (int8, 0: unseen word), the word's raw count in that model (float64) and ln P_KN(w |
-        previous word) (the bigram level, for the gain of longer contexts). Each [T]."""
+        (int8, 0: unseen word), the word's raw count in that model (float32) and ln P_KN(w |
+        previous word) (the bigram level, for the gain of longer contexts). Each [T].
+
+        Computed at every padded position (a pad's value is unused), so that a token's context,
+        the n-gram ending one position earlier, is a shifted view: one lookup per order and
+        position (`_levels`: an order's n-grams and the next order's contexts share a table)
+        and one gather of the (row, fold)'s values, from a flat table whose last row is zeros
+        (absent)."""
+        levels = self._levels
+        k_folds = np.int64(self.num_folds)
         g = _grams(tokens, self.order)
-        t = g.target
-        col = np.repeat(fold.astype(np.int64), tokens.lengths)
-        j1 = self.tables[0].find(g.h[0][t])
-        seen = j1 >= 0
-        j1 = np.maximum(j1, 0)
-        c1 = np.where(seen, self.values[0][j1, col], 0.0)
-        uni = np.where(seen, self.uni_counts[j1, col], 0.0)
-        total1 = self.values[0].sum(axis=0, dtype=np.float64)[col]
-        types1 = (self.values[0] > 0).sum(axis=0).astype(np.float64)[col]
-        num_tokens = self.uni_counts.sum(axis=0, dtype=np.float64)[col]
+        col_all = np.repeat(fold.astype(np.int64), tokens.lengths + (self.order - 1))
+        # per order, the flat (row, fold) index of every padded position (1D gathers: numpy's
+        # 2-D fancy indexing is several times slower)
+        at = [
+            lv.table.rows(h).astype(np.int64) * k_folds + col_all
+            for lv, h in zip(levels, g.h, strict=True)
+        ]
+        col = col_all[1:]  # from here on, positions 1.. (position 0 is a pad)
+        lv1 = levels[0]
+        c1 = lv1.count[at[0][1:]]
+        total1, types1, _ = (x[col] for x in lv1.fold_consts)
         d = self.discounts[0][col]
         p = (np.maximum(c1 - d, 0.0) + d * types1 / (types1 + 1.0)) / np.maximum(total1, 1.0)
         hit = (c1 > 0).astype(np.int8)
         for k in range(2, self.order + 1):
-            jc = self.ctx_tables[k - 2].find(g.h[k - 2][t - 1])
-            jc_ok = np.maximum(jc, 0)
-            den = np.where(jc >= 0, self.ctx_total[k - 2][jc_ok, col], 0.0)
+            ctx, a = levels[k - 2], at[k - 2][:-1]  # the (k-1)-gram one position earlier
+            den = ctx.total[a]
             found = den > 0  # a context only fold f saw is unseen for model f
-            den = np.where(found, den, 1.0)
-            typ = np.where(found, self.ctx_types[k - 2][jc_ok, col], 0.0)
-            j = self.tables[k - 1].find(g.h[k - 1][t])
-            c = np.where(j >= 0, self.values[k - 1][np.maximum(j, 0), col], 0.0)
+            den = np.where(found, den, np.float32(1.0))
+            typ = ctx.types[a]  # 0 where the context is unseen for the fold
+            c = levels[k - 1].count[at[k - 1][1:]]
             dk = self.discounts[k - 1][col]
             p = np.where(found, np.maximum(c - dk, 0.0) / den + dk * typ / den * p, p)
             hit = np.where(c > 0, np.int8(k), hit)
             if k == 2:
                 p2 = p
-        p_uni = (uni + 0.5) / (num_tokens + 0.5 * (types1 + 1))
-        return np.log(p), np.log(p_uni), hit, uni, np.log(p2)
+        t = g.target - 1  # the tokens' positions in these arrays
+        uni = lv1.uni[at[0][g.target]]
+        ct = col[t]
+        p_uni = (uni + 0.5) / (lv1.fold_consts[2][ct] + 0.5 * (lv1.fold_consts[1][ct] + 1))
+        return np.log(p[t]), np.log(p_uni), hit[t], uni, np.log(p2[t])
+
+    @functools.cached_property
+    def _levels(self) -> list[_Level]:
+        """The scoring view of the tables, built once per model (see `_Level`)."""
+        k = self.num_folds
+        out = []
+        for n in range(1, self.order + 1):
+            keys = self.tables[n - 1].keys
+            if n < self.order:  # the n-grams and the contexts of order n + 1 (also n-grams)
+                keys = _union(keys, self.ctx_tables[n - 1].keys)
+
+            def spread(src_keys: np.ndarray, v: np.ndarray, keys=keys) -> np.ndarray:
+                flat = np.zeros((len(keys) + 1) * k, np.float32)  # the last row: absent
+                row = np.searchsorted(keys, src_keys).astype(np.int64) * k
+                flat[(row[:, None] + np.arange(k)).reshape(-1)] = v.reshape(-1)  # 1-D: faster
+                return flat
+
+            count = spread(self.tables[n - 1].keys, self.values[n - 1])
+            total = types = uni = None
+            consts: tuple[np.ndarray, ...] = ()
+            if n < self.order:
+                total = spread(self.ctx_tables[n - 1].keys, self.ctx_total[n - 1])
+                types = spread(self.ctx_tables[n - 1].keys, self.ctx_types[n - 1])
+            if n == 1:
+                uni = spread(self.tables[0].keys, self.uni_counts)
+                v = self.values[0]
+                consts = (
+                    v.sum(axis=0, dtype=np.float64),
+                    (v > 0).sum(axis=0).astype(np.float64),
+                    self.uni_counts.sum(axis=0, dtype=np.float64),
+                )
+            out.append(_Level(HashTable(keys), count, total, types, uni, consts))
+        return out
 
 
-_EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # an empty slot's key: stops every probe
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.union1d of two sorted distinct uint64 arrays, by one (SIMD) sort: np.unique's
+    hash-based pass is several times slower here."""
+    s = np.sort(np.concatenate([a, b]))
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
+
+
+@dataclass
+class _Level:
+    """Order n's lookup for scoring: one table of the n-grams and the order n + 1 contexts
+    (both n-token hashes), with the values of each (row, fold) in flat float32 arrays
+    [(rows + 1) x K] (row-major; the last row is zeros: absent). A position's row at order n
+    serves its own n-gram and, one position later, the next order's context."""
+
+    table: HashTable
+    count: np.ndarray  # the n-gram's (continuation) count, 0 for a context that is no n-gram
+    total: np.ndarray | None  # as a context: c(h •), 0 for an n-gram that is no context
+    types: np.ndarray | None  # as a context: N1+(h •)
+    uni: np.ndarray | None  # order 1: raw counts
+    fold_consts: tuple[np.ndarray, ...]  # order 1: per fold total, types, raw tokens (float64)
+
+
+_ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # the sentinel after the last key: stops every probe
 
 
 @dataclass
 class HashTable:
-    """Sorted uint64 keys laid out by ordered linear probing: the keys are uniform hashes, key i
-    sits in the first free slot at or after its home slot (its top `bits` bits), in ascending
-    order, so a lookup reads the home slot and, in ~1/3 of cases, the next few (~1.3 reads
-    at load <= 3/4, against ~20 dependent reads for a binary search, and one gather where a
-    bucket index needs two). Building is one cumulative max (no probing loop); memory is ~8 B
-    (key) + 12 B x slots per key (1.33-2.67 slots per key). A key's position in `keys` is its
-    position in the caller's value arrays."""
+    """Sorted distinct uint64 keys (uniform hashes) with a bucket index over their top `bits`
+    bits: the keys of bucket b are keys[start[b]:start[b + 1]] (they are contiguous, the keys
+    being sorted). A lookup reads its bucket's first key and, where that key is smaller, the
+    next ones (at <= 1/2 key per bucket ~1.25 reads, no search, no displaced runs): a query's
+    place in `keys` is the first key >= it at or after its bucket's start. Memory: 8 B (key) +
+    4 B x 2-4 buckets per key. A key's position in `keys` is its position in the caller's
+    value arrays."""
 
     keys: np.ndarray  # uint64 [n], sorted, distinct
-    slot_keys: np.ndarray  # uint64 [S]: the key in each slot, _EMPTY where free
-    slot_index: np.ndarray  # int32 [S]: that key's position in `keys`, -1 where free
-
-    @property
-    def shift(self) -> np.uint64:
-        bits = max((len(self.keys) * 4 // 3).bit_length(), 1)
-        return np.uint64(64 - bits)
 
     @staticmethod
     def build(keys: np.ndarray) -> HashTable:
         """keys: distinct uint64, ascending (as np.unique returns them)."""
-        n = len(keys)
-        bits = max((n * 4 // 3).bit_length(), 1)  # 2^bits slots: load < 3/4
-        home = (keys >> np.uint64(64 - bits)).astype(np.int64)
-        rank = np.arange(n, dtype=np.int64)
-        # key i goes to max(home_i, slot of key i-1 + 1): a running max, homes ascend with keys
-        slot = np.maximum.accumulate(home - rank) + rank if n else rank
-        size = max(1 << bits, int(slot[-1]) + 1 if n else 0) + 1  # a free slot ends every run
-        slot_keys = np.full(size, _EMPTY, np.uint64)
-        slot_keys[slot] = keys
-        slot_index = np.full(size, -1, np.int32)
-        slot_index[slot] = rank
-        return HashTable(keys, slot_keys, slot_index)
+        return HashTable(keys)
+
+    @functools.cached_property
+    def _index(self) -> tuple[np.ndarray, np.ndarray, np.uint64]:
+        """(keys + the all-ones sentinel, bucket starts int32 [2^bits + 1], shift 64 - bits)."""
+        n = len(self.keys)
+        bits = max((2 * n).bit_length(), 1)  # 2^bits > 2n buckets: load < 1/2
+        shift = np.uint64(64 - bits)
+        home = (self.keys >> shift).astype(np.intp)
+        start = np.zeros((1 << bits) + 1, np.int32)
+        np.cumsum(np.bincount(home, minlength=1 << bits), out=start[1:])
+        return np.concatenate([self.keys, [_ALL_ONES]]), start, shift
+
+    def rows(self, query: np.ndarray) -> np.ndarray:
+        """int32 [len(query)]: each query's position in `keys`, len(keys) where absent (the
+        index of a zero row callers append to their value arrays)."""
+        ext, start, shift = self._index
+        n = len(self.keys)
+        at = start[(query >> shift).astype(np.intp)]
+        got = ext[at]
+        # keys ascend and every earlier bucket holds smaller keys: read on while the key is
+        # smaller than the query; the sentinel (or any larger key) ends the probe
+        pending = np.flatnonzero(got < query)
+        while len(pending):
+            a = at[pending] + 1
+            at[pending] = a
+            g = ext[a]
+            got[pending] = g
+            pending = pending[g < query[pending]]
+        # the all-ones query stops at the sentinel: n, absent, unless it is the last key
+        return np.where(got == query, at, np.int32(n))
 
     def find(self, query: np.ndarray) -> np.ndarray:
         """int64 [len(query)]: each key's position in `keys`, -1 where absent."""
-        if len(self.keys) == 0:
-            return np.full(len(query), -1, np.int64)
-        s = (query >> self.shift).astype(np.intp)
-        got = self.slot_keys[s]
-        out = np.where(got == query, self.slot_index[s], -1).astype(np.int64)
-        # keys ascend along the slots: a smaller key means a displaced run, read on; the first
-        # key >= the query (a free slot included) ends the probe
-        pending = np.flatnonzero(got < query)
-        while len(pending):
-            s_p = s[pending] + 1
-            s[pending] = s_p
-            q = query[pending]
-            got = self.slot_keys[s_p]
-            hit = got == q
-            out[pending[hit]] = self.slot_index[s_p[hit]]
-            pending = pending[got < q]
-        return out
+        r = self.rows(query).astype(np.int64)
+        r[r == len(self.keys)] = -1
+        return r
 
 
 def _group(keys: np.ndarray) -> tuple[np.ndarray, ...]:

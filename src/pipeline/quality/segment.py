@@ -29,6 +29,7 @@ SPACE = 2  # re \s (= str.isspace(); str.split's and str.strip's whitespace)
 LETTER = 4  # re [^\W\d_]
 CHAR_SCRIPT = 8  # ngram._CHAR_SCRIPTS: a script written without spaces
 SYMBOL = 16  # features._SYMBOL: not prose punctuation
+ALPHA = 32  # str.isalpha() (ngram's script of a token; not LETTER: "½" is \w, not a digit)
 _OFFSETS = 1 << 12  # offset weights: runs longer than this reuse them (offset mod 4096)
 
 # the scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar): one token a character
@@ -51,7 +52,7 @@ _offset_weight = splitmix64(np.arange(_OFFSETS, dtype=np.uint64) + np.uint64(0x5
 
 def _classify(ch: str) -> int:
     """The class bits of one character, from the patterns themselves."""
-    f = 0
+    f = ALPHA if ch.isalpha() else 0
     for bit, pattern in _PATTERNS:
         if pattern.fullmatch(ch):
             f |= bit

@@ -13,7 +13,7 @@ two or three vectorised gathers a lookup, ~4x faster than `searchsorted` on the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, count, repeat
+from itertools import chain, compress, repeat
 from operator import and_, getitem, ne, or_
 
 import numpy as np
@@ -98,12 +98,23 @@ def bpe_many(
     `finish(ids)` completes the merges of one piece from any intermediate state; it takes
     over when fewer than FEW pieces are left, where a numpy round would cost more than the
     Python loop (the last of ~50 rounds handle a handful of long pieces)."""
-    n = len(raws)
+    cnt = np.fromiter(map(len, raws), np.int64, len(raws))
+    return bpe_flat(np.frombuffer(b"".join(raws), np.uint8), cnt, table, byte_ids, finish)
+
+
+def bpe_flat(
+    data: np.ndarray,
+    cnt: np.ndarray,
+    table: PairRanks,
+    byte_ids: np.ndarray,
+    finish: Callable[[list[int]], list[int]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """bpe_many of pieces given as their UTF-8 bytes end to end (`data`, uint8) and each one's
+    length in bytes (`cnt`, all > 0)."""
+    n = len(cnt)
     if not n:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cnt = np.fromiter(map(len, raws), np.int64, n)  # current length of each unfinished piece
-    data = b"".join(raws)
-    raw = np.frombuffer(data, np.uint8).astype(np.int64)
+    raw = data.astype(np.int64)
     tok = byte_ids[raw].astype(np.int32)
     # key[j] = rank of the pair (tok[j], tok[j + 1]) << 32, NO_KEY at the end of a piece
     key = np.full(len(tok), _NO_KEY, np.int64)
@@ -125,13 +136,13 @@ def bpe_many(
             break
         # min over each piece of (rank, position): the lowest rank, leftmost, in one pass
         best = np.minimum.reduceat(key | pos[: len(tok)], starts)
-        keep = np.ones(len(tok), bool)
         done = best >= _NO_KEY
-        if done.any():  # finished pieces leave the arrays
-            gone = np.repeat(done, cnt)
-            finished.append((piece[done], cnt[done], tok[gone]))
-            keep[gone] = False
+        if not done.any():
+            keep = np.ones(len(tok), bool)
+        else:  # finished pieces leave the arrays
             live = ~done
+            keep = np.repeat(live, cnt)
+            finished.append((piece[done], cnt[done], tok[~keep]))
             best, cnt, piece, starts, ends = (
                 best[live],
                 cnt[live],
@@ -197,53 +208,6 @@ def split_chunks(
     if rest:
         pieces += findall("\n".join(rest) + "\n")
     return order, single, pieces
-
-
-def ids_of_chunks(
-    todo: list[str],
-    findall: Callable[[str], list[str]],
-    table: PairRanks,
-    byte_ids: np.ndarray,
-    finish: Callable[[list[int]], list[int]],
-    redo: Callable[[str], tuple[int, ...]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The ids of many chunks through one bpe_many: (order, flat, lo, hi), the ids of chunk
-    todo[order[k]] being flat[lo[k]:hi[k]]. A chunk holding a piece over SHORT_PIECE bytes is
-    made by `redo` (the O(n log n) path) and its ids put at the end of `flat`."""
-    order, single, pieces = split_chunks(todo, findall)
-    seq = list(chain(single, pieces))  # every piece in order, "\n"s included
-    # first[k]: where seq[k] first occurs (setdefault keeps the first position it saw)
-    first = np.fromiter(map({}.setdefault, seq, count()), np.int64, len(seq))
-    firsts = np.flatnonzero(first == np.arange(len(seq)))  # the distinct pieces
-    number = np.empty(len(seq), np.int64)
-    number[firsts] = np.arange(len(firsts))
-    which = number[first]  # seq[k] is distinct piece which[k]
-    distinct = list(map(seq.__getitem__, firsts.tolist()))
-    raws = list(map(str.encode, distinct, repeat("utf-8"), repeat("surrogatepass")))
-    long = [i for i, r in enumerate(raws) if len(r) > SHORT_PIECE]
-    for i in long:
-        raws[i] = b" "  # a stand-in; the chunks holding it are made again below
-    ids, counts = bpe_many(raws, table, byte_ids, finish)
-    # the ids of `seq`, one piece after another
-    sizes = counts[which]
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    flat = gather_runs(ids, (np.cumsum(counts) - counts)[which], sizes)
-    # chunk spans: a single chunk is its piece; a multi chunk runs up to its "\n" piece
-    ns = len(single)
-    sep = ns + np.flatnonzero(np.fromiter(map("\n".__eq__, pieces), bool, len(pieces)))
-    after = np.concatenate([[ends[ns - 1] if ns else 0], ends[sep[:-1]]])  # after the last "\n"
-    lo = np.concatenate([starts[:ns], after[: len(sep)]])
-    hi = np.concatenate([ends[:ns], starts[sep]])
-    if long:
-        at = np.flatnonzero(np.isin(which, long))
-        again = sorted(set(np.where(at < ns, at, ns + np.searchsorted(sep, at)).tolist()))
-        extra = [redo(todo[order[k]]) for k in again]
-        size = np.array([len(e) for e in extra])
-        lo[again] = len(flat) + np.cumsum(size) - size
-        hi[again] = len(flat) + np.cumsum(size)
-        flat = np.concatenate([flat, np.fromiter(chain.from_iterable(extra), np.int64)])
-    return order, flat, lo, hi
 
 
 def gather_runs(values: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:

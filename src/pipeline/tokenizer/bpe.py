@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
+import numpy as np
+
 from pipeline.tokenizer.batch import SHORT_PIECE
 from pipeline.tokenizer.encoder import (
     MAX_CACHE_ENTRIES,
@@ -148,6 +150,7 @@ class Tokenizer:
             hints=self._hints,
             specials=self.specials,
             findall=self._pat.findall,
+            pattern=model.pattern,
             chunk_ids=self._chunk_ids,
             finish=self._finish,
             merges=self.merges,
@@ -184,6 +187,11 @@ class Tokenizer:
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
         """`[encode(t) for t in texts]`, faster: see encoder.BatchEncoder."""
         return self._batch.encode_batch(texts)
+
+    def encode_batch_flat(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """encode_batch as numpy, no Python int per id: (ids, counts), int64, the ids of all
+        texts one after another and how many belong to each."""
+        return self._batch.encode_batch_flat(texts)
 
     def _finish(self, ids: list[int]) -> list[int]:
         return _bpe_short(ids, self.ranks, self.merged_ids)

@@ -30,6 +30,8 @@ WHITESPACE = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # The alternatives match at disjoint positions, so their order is free: the common one first.
 COARSE = re.compile(rf" ?[^{WHITESPACE}]+|[{WHITESPACE}]+(?![^{WHITESPACE}])|[{WHITESPACE}]+")
 CHUNKABLE = (SPLIT_PATTERN, GPT2_PATTERN)  # patterns for which the chunk identity holds
+# the longest run of \p{N} in one piece under each (pieces.piece_starts), None: no limit
+DIGIT_RUN = {SPLIT_PATTERN: 3, GPT2_PATTERN: None}
 # ASCII punctuation (no letter, digit or whitespace): a chunk `[ ]letters` + a run of these is
 # exactly two pieces under both CHUNKABLE patterns, so it needs no regex (tested).
 TAIL = ".,;:!?\"')]}-"

@@ -31,10 +31,10 @@ from pipeline.quality.features import (
     STAT_NAMES,
     hashed_features,
     heuristic_score,
+    stats_and_script_share,
     stats_matrix,
 )
 from pipeline.quality.logreg import Model, model_bytes, roc_auc
-from pipeline.quality.ngram import char_script_share
 from pipeline.stage import Stage, StageContext, StageResult
 from pipeline.stages.quality import classifier, external, lm, partcols, parttasks, write
 from pipeline.stages.quality.config import QualityConfig
@@ -70,10 +70,10 @@ def _scan_part(
     part, path = item.index, item.path
     table = read_table(path)
     texts = table.column("text").to_pylist()
-    stats = stats_matrix(texts, max_chars)
+    stats, share = stats_and_script_share(texts, max_chars)
     heur = heuristic_score(stats, weights, bias)  # row-wise: exact
     scorable = stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
-    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in texts], bool)
+    unspaced = share >= UNSPACED_SHARE
     chars = np.fromiter((min(len(t), max_chars) for t in texts), np.int64, len(texts))
     cols = {"heuristic": heur, "scorable": scorable, "unspaced": unspaced, "chars": chars}
     has_labels = "label" in table.column_names
@@ -86,6 +86,13 @@ def _scan_part(
         "unspaced": int(unspaced.sum()),
         "has_labels": has_labels,
     }
+
+
+def _scan_or_fit(item: ScanPart | lm.FitJob, scan: Any, cfg: QualityConfig, seed: int) -> Any:
+    """A task of the stats pass when workers score: the LM fit (item 0) or one part's scan."""
+    if isinstance(item, lm.FitJob):
+        return lm.fit_task(item, cfg, seed)
+    return scan(item)
 
 
 def _scan_items(parts: list[Path]) -> list[ScanPart]:
@@ -161,15 +168,25 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
         bias=cfg.heuristic_bias,
     )
     fitted: lm.LMResult | None = None
-    fits: lm.Fits | None = None
     # the seed set teaches coherence too; clean's rejects do not (they are short or
     # boilerplate, not incoherent, and would teach the classifier a domain)
     extra = classifier.read_seed_set(cfg.seed_set_path) if lm_ran and cfg.seed_set_path else None
-    if lm_ran:  # the fits run in the driver while the workers scan, then score (lm.start_fits)
-        fits = lm.start_fits(cfg, ctx, lm.reference_texts(cfg, ctx), extra)
-    scans = ctx.executor.map(fn, _scan_items(parts), desc="quality stats")
-    if fits is not None:
-        fitted = fits.lm.result()
+    scan_items: list[Any] = _scan_items(parts)
+    texts: list[str] = []
+    tasks_fit = lm_ran and lm.workers_score(ctx)
+    if lm_ran:
+        texts = lm.reference_texts(cfg, ctx)
+        lm.log_reference(cfg, ctx, texts)
+    if tasks_fit:  # the LM fit is the first task of the stats pass, in a worker
+        fn = functools.partial(_scan_or_fit, scan=fn, cfg=cfg, seed=ctx.seed)
+        scan_items = [lm.fit_job(ctx, texts), *scan_items]
+        texts = []
+    scans = ctx.executor.map(fn, scan_items, desc="quality stats")
+    if tasks_fit:
+        fitted, scans = lm.fitted(ctx, scans[0]), scans[1:]
+    elif lm_ran:  # inline: the serial order, the fit after the stats pass
+        fitted = lm.fit_inline(ctx, cfg, texts)
+        texts = []
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in scans])]).astype(np.int64)
     n_ok = sum(s["ok"] for s in scans)
     unspaced = sum(s["unspaced"] for s in scans)
@@ -178,14 +195,14 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     names = ["heuristic"]
     lm_sizes: dict[str, Any] | None = None
     lm_info: dict[str, Any] = {"status": "not_used"}
-    if fitted is not None and fits is not None:
-        if fitted.scorer is not None:
-            lm_sizes = lm.score_all(ctx, fitted, fits.classifiers, cfg.max_chars, folder)
+    if fitted is not None:
+        if fitted.has_lm:
+            lm_sizes = lm.score_all(ctx, fitted, extra, cfg.max_chars, folder)
             names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
             names.append("combined")
         lm_info = {**fitted.info, "heuristic_not_applied_unspaced_docs": unspaced}
-        del fitted, fits
+        del fitted
     model, info = None, {"status": "not_used"}
     if cfg.score in ("classifier", "mean"):
 

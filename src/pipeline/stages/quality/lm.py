@@ -2,9 +2,11 @@
 coherence classifiers on it, write them to `lm.npz`, and score every part with them.
 
 I/O glue around the pure cores (reference, lmscore, lmfile); the stage (stages/quality/__init__.py)
-calls `reference_texts` and `start_fits` once on the driver (the LM fit, then the classifiers'
-fit, in driver threads beside its stats and scoring passes: BaseExecutor.start_beside) and
-`score_part` over its parts.
+calls `reference_texts` once on the driver, then fits and scores: when workers score, the LM fit
+is the first task of its stats pass (`fit_task`) and the classifiers' fit the first task of the
+LM scoring pass (`classifiers_task`), so both run in a worker beside the other parts' tasks and
+the driver only waits; inline (one worker), `fit_inline`, `score_part` over the parts, then
+`fit_coherence`.
 """
 
 from __future__ import annotations
@@ -17,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import DataError
-from pipeline.executor import Beside
 from pipeline.io import atomic_write_bytes
-from pipeline.parts import read_table
+from pipeline.parts import np_array, read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
@@ -32,7 +32,7 @@ from pipeline.quality.features import (
     DEFAULT_WEIGHTS,
     STAT_NAMES,
     heuristic_score,
-    stats_matrix,
+    stats_and_script_share,
 )
 from pipeline.quality.lmfile import load_scorer, scorer_bytes
 from pipeline.quality.lmscore import (
@@ -44,11 +44,12 @@ from pipeline.quality.lmscore import (
     fit_lm,
     text_keys,
 )
-from pipeline.quality.ngram import SCRIPTS, char_script_share
+from pipeline.quality.ngram import SCRIPTS, Tokens
 from pipeline.stages.clean import CleanConfig, clean_texts
 from pipeline.stages.quality import partcols
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
+TMP_REF_FILE = ".lm-reference.npz"  # the tokenised reference, for the classifiers' task
 # self reference: the first draw reads this many times the budget's characters of raw input;
 # later rounds aim at the budget from the eligible characters per unit of draw range seen so far
 # (times REF_MARGIN). The rounds never change the result (see `self_reference`), only the cost:
@@ -69,7 +70,13 @@ class LMResult:
     info: dict[str, Any]
     reference: Reference | None = None
     is_self: bool = False
-    scorer_file: Path | None = None  # the scorer for worker processes (`save_scorer`)
+    scorer_file: Path | None = None  # the scorer for worker processes (`fit_task`)
+    ref_file: Path | None = None  # and the tokenised reference, for the classifiers' fit
+
+    @property
+    def has_lm(self) -> bool:
+        """Whether there is an LM: in the driver (`scorer`) or in its file (`scorer_file`)."""
+        return self.scorer is not None or self.scorer_file is not None
 
 
 def _raw_size(path: Path) -> int:
@@ -112,7 +119,7 @@ def _eligible_part(
     sel = np.flatnonzero((u >= lo) & (u < hi))
     if len(sel) and "text" not in table.column_names:  # the text only when a row is drawn
         table = read_table(path, columns=["text"])
-    texts = table.column("text").take(pa.array(sel)).to_pylist() if len(sel) else []
+    texts = table.column("text").take(np_array(sel)).to_pylist() if len(sel) else []
     if with_clean:
         batch = clean_texts(texts, REFERENCE_CLEAN)
         kept = np.flatnonzero(batch.keep)
@@ -120,9 +127,9 @@ def _eligible_part(
     else:  # no clean stage: the corpus is scored as downloaded, so is the reference
         kept = np.arange(len(texts))
         out = [t or "" for t in texts]
-    stats = stats_matrix(out, max_chars)
+    stats, share = stats_and_script_share(out, max_chars)
     heur = heuristic_score(stats, weights, bias) if out else np.zeros(0)
-    unspaced = np.array([char_script_share(t) >= UNSPACED_SHARE for t in out], bool)
+    unspaced = share >= UNSPACED_SHARE
     ok = np.where(unspaced, 1.0, heur) >= min_heuristic
     ok &= stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
     out = [t for t, k in zip(out, ok, strict=True) if k]
@@ -204,12 +211,13 @@ def reference_texts(cfg: Any, ctx: Any) -> list[str]:
     return refmod.read_reference(cfg.reference, cfg.reference_max_chars, ctx.progress)
 
 
-def fit_texts(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
-    """Fit the fold LMs on the reference `texts` (the classifiers come after the corpus pass,
-    see `fit_coherence`); pure compute, no executor (the stage runs it beside a map). A
-    document's fold is a hash of its text, so the model that scores a text never saw it, nor
-    any exact copy of it. A too-small `self` reference falls back (on_no_spread: heuristic)
-    or stops (error); a too-small file/builtin always stops."""
+def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
+    """Fit the fold LMs on the reference `texts` (the classifiers come after, see
+    `fit_coherence`); pure compute, no executor and no log (a task of the stats pass when
+    workers score, `fit_task`). A document's fold is a hash of its text, so the model that
+    scores a text never saw it, nor any exact copy of it. A too-small `self` reference falls
+    back (on_no_spread: heuristic; `fitted` logs it) or stops (error); a too-small
+    file/builtin always stops."""
     params = LMParams(
         order=cfg.lm_order,
         num_folds=cfg.lm_folds,
@@ -218,10 +226,9 @@ def fit_texts(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
         feature_set=cfg.coherence_features,
         detector_keep=cfg.coherence_detector_keep,
         max_chars=cfg.max_chars,
-        seed=ctx.seed,
+        seed=seed,
     )
     kind = refmod.describe(cfg.reference)
-    ctx.log.info("[quality] reference %s: %d documents", kind, len(texts))
     scorer, ref = fit_lm(texts, text_keys(texts), params)
     if isinstance(scorer, str):
         where = "quality.reference" if cfg.reference == refmod.SELF else cfg.reference
@@ -231,68 +238,93 @@ def fit_texts(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
                 f"reference {kind} too small to train the LM: {scorer} "
                 "(use a larger reference or lower quality.min_reference_docs)",
             )
-        ctx.log.warning("[quality] no LM: %s; using the heuristic score", scorer)
         return LMResult(None, {"reference": kind, "status": "fallback_heuristic", "why": scorer})
     info = {"reference": kind, "status": "trained", **scorer.info}
     return LMResult(scorer, info, ref, cfg.reference == refmod.SELF)
 
 
 def workers_score(ctx: Any) -> bool:
-    """Whether the scoring pass runs in worker processes (they read the scorer from a file)."""
+    """Whether the scoring pass runs in worker processes (they read the scorer from a file);
+    then the fits run in tasks too (`fit_task`, `classifiers_task`)."""
     return ctx.executor.workers > 1 and len(ctx.input_parts) > 1
 
 
-def save_scorer(ctx: Any, lm: LMResult) -> Path:
-    """Write the scorer to the temporary file worker processes load it from (~0.4 GB of
-    tables: its serialisation is driver work, done beside the stats pass)."""
-    assert lm.scorer is not None
-    lm.scorer_file = ctx.out_dir / TMP_LM_FILE
-    atomic_write_bytes(lm.scorer_file, scorer_bytes(lm.scorer))
-    return lm.scorer_file
+def fit_inline(ctx: Any, cfg: Any, texts: list[str]) -> LMResult:
+    """`fit_texts` in the driver (one worker or one part: everything runs in this process)."""
+    return fitted(ctx, fit_texts(cfg, ctx.seed, texts))
 
 
-def fit_to_score(cfg: Any, ctx: Any, texts: list[str]) -> LMResult:
-    """`fit_texts`, then the scorer saved for the workers when they will score."""
-    fitted = fit_texts(cfg, ctx, texts)
-    if fitted.scorer is not None and workers_score(ctx):
-        save_scorer(ctx, fitted)
-    return fitted
+def log_reference(cfg: Any, ctx: Any, texts: list[str]) -> None:
+    ctx.log.info("[quality] reference %s: %d documents", refmod.describe(cfg.reference), len(texts))
+
+
+def fitted(ctx: Any, lm: LMResult) -> LMResult:
+    """`lm` as the driver gets it, its fallback logged."""
+    if lm.info.get("status") == "fallback_heuristic":
+        ctx.log.warning("[quality] no LM: %s; using the heuristic score", lm.info["why"])
+    return lm
 
 
 def fit_coherence(lm: LMResult, extra: tuple | None) -> dict[int, Coherence]:
-    """Train the classifiers on the reference and return them."""
+    """Train the classifiers on the reference and return them (inline path)."""
     assert lm.scorer is not None and lm.reference is not None
     fit_classifiers(lm.scorer, lm.reference, None, extra)
     lm.info["classifiers"] = lm.scorer.info["classifiers"]
     return lm.scorer.classifiers
 
 
-@dataclass
-class Fits:
-    """The driver's fits, started beside the stage's maps (BaseExecutor.start_beside): `lm`
-    the fold LMs (then the scorer file for the workers), `classifiers` the coherence
-    classifiers (None without an LM), which start as soon as the LMs are fitted."""
-
-    lm: Beside[LMResult]
-    classifiers: Beside[dict[int, Coherence] | None]
+# ---------------------------------------------------------------- the fits as tasks
 
 
-def start_fits(cfg: Any, ctx: Any, texts: list[str], extra: tuple | None) -> Fits:
-    """Start the fold LMs' fit on the reference `texts`, then the classifiers', in driver
-    threads while the workers run the stats pass and the LM scoring pass (the classifiers
-    need only the reference and the LMs, not the corpus pass): the driver's fits overlap
-    both passes instead of each outlasting its own. Threaded only when workers score (the
-    scoring pass then reads the scorer from its file, so no task shares the scorer the
-    classifiers' fit writes into); else inline, in the serial order: the LM when the stats
-    pass is done, the classifiers after the scoring pass."""
-    threaded = workers_score(ctx)
-    lm_fit = ctx.executor.start_beside(functools.partial(fit_to_score, cfg, ctx, texts), threaded)
+@dataclass(frozen=True, slots=True)
+class FitJob:
+    """The fold LMs' fit as the first task of the stats pass (when workers score): the
+    reference texts, and the files the scorer (for the scoring workers) and the tokenised
+    reference (for the classifiers' fit) go to. Temporary files, not outputs."""
 
-    def classifiers() -> dict[int, Coherence] | None:
-        fitted = lm_fit.result()
-        return None if fitted.scorer is None else fit_coherence(fitted, extra)
+    texts: list[str]
+    scorer_file: Path
+    ref_file: Path
 
-    return Fits(lm_fit, ctx.executor.start_beside(classifiers, threaded))
+
+def fit_job(ctx: Any, texts: list[str]) -> FitJob:
+    return FitJob(texts, ctx.out_dir / TMP_LM_FILE, ctx.out_dir / TMP_REF_FILE)
+
+
+def fit_task(job: FitJob, cfg: Any, seed: int) -> LMResult:
+    """`fit_texts` in a worker: the scorer and the reference go to `job`'s files, the driver
+    gets the LMResult without them (its info, the files' paths): ~0.4 GB of tables never
+    cross a process boundary, and the driver's own CPU stays free."""
+    lm = fit_texts(cfg, seed, job.texts)
+    if lm.scorer is None or lm.reference is None:
+        return lm
+    atomic_write_bytes(job.scorer_file, scorer_bytes(lm.scorer))
+    toks = lm.reference.tokens
+    buf = io.BytesIO()
+    np.savez(buf, ids=toks.ids, lengths=toks.lengths, script=toks.script, rows=lm.reference.rows)
+    atomic_write_bytes(job.ref_file, buf.getvalue())
+    return LMResult(None, lm.info, None, lm.is_self, job.scorer_file, job.ref_file)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiersJob:
+    """The coherence classifiers' fit as the first task of the LM scoring pass: it needs
+    the LMs (the scorer file) and the tokenised reference, not the corpus pass."""
+
+    scorer_file: Path
+    ref_file: Path
+    extra: tuple | None  # the seed set's labelled texts, or None
+
+
+def classifiers_task(job: ClassifiersJob) -> tuple[dict[int, Coherence], dict[str, Any]]:
+    """(classifiers, their report) fitted in a worker. The scorer comes from the per-process
+    cache `score_part` reads too; the fit only adds the classifiers to that copy, which the
+    features (all the scoring reads) never use."""
+    scorer = load_scorer(job.scorer_file)
+    with np.load(job.ref_file, allow_pickle=False) as z:
+        ref = Reference(Tokens(z["ids"], z["lengths"], z["script"]), z["rows"])
+    fit_classifiers(scorer, ref, None, job.extra)
+    return dict(scorer.classifiers), scorer.info["classifiers"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,20 +383,26 @@ def _coherence_part(item: CoherenceJob, classifiers: dict) -> int:
     return len(coh)
 
 
+def _score_or_fit(item: ScoreJob | ClassifiersJob, scorer: Path, max_chars: int) -> Any:
+    """A task of the LM scoring pass when workers score: the classifiers' fit (item 0) or
+    one part's `score_part`."""
+    if isinstance(item, ClassifiersJob):
+        return classifiers_task(item)
+    return score_part(item, scorer, max_chars)
+
+
 def score_all(
-    ctx: Any,
-    lm: LMResult,
-    classifiers: Beside[dict[int, Coherence] | None],
-    max_chars: int,
-    folder: Path,
+    ctx: Any, lm: LMResult, extra: tuple | None, max_chars: int, folder: Path
 ) -> dict[str, Any]:
     """score_part over every input part, the classifiers, then coherence per part from the
     saved features: the LM columns stay in the parts' files under `folder`, the driver never
     holds a per-document array. Returns how many documents have a perplexity, per script
-    ({script index: count}) and among scorable ones (`scorable`). Worker processes read the
-    scorer from a temporary file (deleted afterwards) instead of unpickling ~100 MB of tables
-    per part."""
-    assert lm.scorer is not None and lm.reference is not None
+    ({script index: count}) and among scorable ones (`scorable`). When workers score
+    (`fit_task` wrote the scorer's file) they read the scorer from that temporary file
+    (deleted afterwards) instead of unpickling ~100 MB of tables per part, and the
+    classifiers' fit (they need the reference and the LMs, not the corpus pass) is the
+    pass's first task; inline, it runs after the pass."""
+    assert lm.has_lm
     feats_dir = ctx.out_dir / FEATS_DIR
     feats_dir.mkdir(parents=True, exist_ok=True)
     items = [
@@ -372,24 +410,28 @@ def score_all(
         for i, p in enumerate(ctx.input_parts)
     ]
     tmp = lm.scorer_file
-    if tmp is None and workers_score(ctx):
-        tmp = save_scorer(ctx, lm)
     try:
-        fn = functools.partial(score_part, scorer=tmp or lm.scorer, max_chars=max_chars)
-        # the classifiers train on the reference alone (start_fits): beside the corpus pass,
-        # whose workers read the scorer from `tmp` (inline, one after the other)
-        parts = ctx.executor.map(fn, items, desc="quality LM score")
         if tmp is not None:
+            assert lm.ref_file is not None
+            fn = functools.partial(_score_or_fit, scorer=tmp, max_chars=max_chars)
+            job = ClassifiersJob(tmp, lm.ref_file, extra)
+            got = ctx.executor.map(fn, [job, *items], desc="quality LM score")
+            (classifiers, lm.info["classifiers"]), parts = got[0], got[1:]
             tmp.unlink(missing_ok=True)
-        fn2 = functools.partial(_coherence_part, classifiers=classifiers.result())
+        else:
+            fn = functools.partial(score_part, scorer=lm.scorer, max_chars=max_chars)
+            parts = ctx.executor.map(fn, items, desc="quality LM score")
+            classifiers = fit_coherence(lm, extra)
+        fn2 = functools.partial(_coherence_part, classifiers=classifiers)
         ctx.executor.map(
             fn2,
             [CoherenceJob(it.feats_file, it.folder, it.part) for it in items],
             desc="quality coherence",
         )
     finally:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+        for f in (tmp, lm.ref_file):
+            if f is not None:
+                f.unlink(missing_ok=True)
         shutil.rmtree(feats_dir, ignore_errors=True)  # temporary, not stage outputs
     per_script = np.sum([p["per_script"] for p in parts], axis=0)
     return {

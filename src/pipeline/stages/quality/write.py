@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.parts import np_array, read_table, write_kept_and_rejected
 from pipeline.quality import rank
 from pipeline.stages.quality import lm, partcols, parttasks
 
@@ -107,12 +107,12 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
     for name in ("quality", "reasons", *columns):  # a re-scored input: replace, never duplicate
         if name in table.column_names:
             table = table.drop_columns([name])
-    table = table.append_column("quality", pa.array(final.astype(np.float32), pa.float32()))
+    table = table.append_column("quality", np_array(final.astype(np.float32)))
     for name, values in columns.items():
         if values.dtype == object:
             table = table.append_column(name, pa.array(values.tolist(), pa.string()))
         else:
-            table = table.append_column(name, pa.array(values.astype(np.float32), pa.float32()))
+            table = table.append_column(name, np_array(values.astype(np.float32)))
     reasons = [[REASONS[r]] for r in reason[~keep].tolist()]
     outputs, counts = write_kept_and_rejected(out_dir, index, table, keep, reasons)
     # every reason reported, even at 0
@@ -124,7 +124,7 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
         keys = rank.sort_key(final, descending=False)
         ok_rows = np.flatnonzero(ok)
         rows = [int(ok_rows[np.flatnonzero(keys[ok] == np.uint64(k))[n]]) for _, k, n in picks]
-        recs = table.take(pa.array(np.asarray(rows, np.int64))).select(["id", "text"]).to_pylist()
+        recs = table.take(np_array(np.asarray(rows, np.int64))).select(["id", "text"]).to_pylist()
         for (d, _, _), r, rec in zip(picks, rows, recs, strict=True):
             examples[d] = (rec["id"], rec["text"][:100], float(final[r]))
     hists = {"score": _hist(final[ok]), "heuristic": _hist(cols["heuristic"][ok])}

@@ -176,10 +176,15 @@ def _read_inputs(ctx: StageContext):
     parts = group_parts(pack.parts)
     # Arrow string columns (offsets + bytes) while the codes are built, then dropped
     columns = [read_table(p["seqs"], columns=["source"]).column("source") for p in parts]
-    names = sorted({s for c in columns for s in pc.unique(c).to_pylist()})
-    value_set = pa.array(names, pa.string())
+    # pyarrow imports pandas (~0.5 s of serial driver CPU) in pa.array of a list and in
+    # to_numpy: the names stay Arrow (UTF-8 byte order is sorted()'s code point order) and
+    # the codes are read from the index arrays' buffers
+    chunks = [ch for c in columns for ch in c.chunks]
+    distinct = pc.unique(pa.chunked_array(chunks, pa.string()))
+    value_set = distinct.take(pc.array_sort_indices(distinct))
+    names = value_set.to_pylist()
     codes = np.concatenate(
-        [pc.index_in(c, value_set=value_set).to_numpy().astype(np.int32) for c in columns]
+        [_int32_values(ch) for c in columns for ch in pc.index_in(c, value_set=value_set).chunks]
         or [np.zeros(0, np.int32)]
     )
     sizes = [len(c) for c in columns]
@@ -187,6 +192,13 @@ def _read_inputs(ctx: StageContext):
     part_of = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
     row_of = np.concatenate([np.arange(n, dtype=np.int32) for n in sizes] or [part_of])
     return pack_meta, parts, names, codes, part_of, row_of
+
+
+def _int32_values(arr: pa.Array) -> np.ndarray:
+    """The values of an int32 Arrow array (index_in's codes)."""
+    if arr.null_count:  # no source: never written by pack; converted as before
+        return arr.to_numpy(zero_copy_only=False).astype(np.int32)
+    return np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr)].copy()
 
 
 def _part_counts(ctx: StageContext) -> tuple[list[str], np.ndarray]:

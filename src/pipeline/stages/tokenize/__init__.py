@@ -299,8 +299,14 @@ def encode_part(
     t0 = time.perf_counter()
     arrays = []  # one per group of ~BATCH_CHARS of text: Python lists never hold a whole part
     for group in _groups(keep.tolist(), texts):
+        batch = [texts[i] for i in group]
+        if isinstance(tok, Tokenizer):  # numpy ids: no Python int per token
+            flat, counts = tok.encode_batch_flat(batch)
+            ntok[group] = counts
+            arrays.append(np.insert(flat, np.cumsum(counts), tok.eos_id).astype(dtype))
+            continue
         ids: list[int] = []
-        for i, doc in zip(group, tok.encode_batch([texts[i] for i in group]), strict=True):
+        for i, doc in zip(group, tok.encode_batch(batch), strict=True):
             ntok[i] = len(doc)
             ids += doc
             ids.append(tok.eos_id)
