@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
 OUT = ROOT / "outputs" / "benchmarks" / "clean_speed.json"
 GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
@@ -41,27 +42,17 @@ from pipeline.clean.rules import RULE_NAMES
 cfg = CleanConfig()
 acc = {}
 if breakdown:
-    import pipeline.stages.clean as sc
-    import pipeline.clean.textstats as ts
-    def wrap(mod, name, label):
-        f = getattr(mod, name)
-        def timed(*a, **k):
-            t = time.process_time()
-            try:
-                return f(*a, **k)
-            finally:
-                acc[label] = acc.get(label, 0.0) + time.process_time() - t
-        setattr(mod, name, timed)
-    for mod, name, label in [
+    sys.path.insert(0, sys.argv[4])  # benchmarks/: the shared step timer
+    from cpu_steps import time_steps
+    sc, ts = "pipeline.stages.clean", "pipeline.clean.textstats"
+    time_steps(acc, {label: (mod, name) for mod, name, label in [
         (sc, "normalize_text", "normalise"), (sc, "filter_stats_batch", "statistics (all)"),
         (sc, "redact", "pii redaction"), (sc, "digit_hints", "pii digit pre-check"),
         (ts, "segment", "segmentation (classes, words, hashes)"),
         (ts, "_dominant_scripts", "script share"), (ts, "ngram_stats", "n-gram rules"),
         (ts, "stop_word_counts", "stop words"), (ts, "line_stats_batch", "line/paragraph/C4 rules"),
         (ts, "_line_stats", "line rules, per-document path"),
-    ]:
-        if hasattr(mod, name):
-            wrap(mod, name, label)
+    ]})
 clean_texts(texts[:50], cfg)
 acc.clear()
 t = time.process_time()
@@ -84,7 +75,7 @@ print(json.dumps({"mb": mb, "docs": len(texts), "seconds": secs, "regex_seconds"
 def run_side(src: str, corpus: Path, breakdown: bool) -> dict:
     env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(corpus), "1" if breakdown else "0", GPT2],
+        [sys.executable, "-c", CHILD, str(corpus), "1" if breakdown else "0", GPT2, str(BENCH)],
         env=env,
         capture_output=True,
         text=True,

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cpu_steps import time_steps
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "outputs" / "benchmarks" / "quality_speed.json"
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -72,27 +74,6 @@ FIXED = {
 }
 
 
-def _time_steps(acc: dict[str, float]) -> None:
-    """Wrap each step's function (module global, looked up at call time) to add its CPU
-    seconds to acc[step]; a step the tree does not have is left out."""
-    import importlib
-
-    for step, (mod_name, fn_name) in {**PER_DOCUMENT, **FIXED}.items():
-        mod = importlib.import_module(mod_name)
-        fn = getattr(mod, fn_name, None)
-        if fn is None:
-            continue
-
-        def timed(*a, _fn=fn, _step=step, **k):
-            t = time.process_time()
-            try:
-                return _fn(*a, **k)
-            finally:
-                acc[_step] = acc.get(_step, 0.0) + time.process_time() - t
-
-        setattr(mod, fn_name, timed)
-
-
 def child(args: argparse.Namespace) -> dict:
     """Run (only quality, or up to dedup with --prepare) and report CPU seconds."""
     from pipeline.recipe import build_recipe
@@ -112,7 +93,7 @@ def child(args: argparse.Namespace) -> dict:
         prof.enable()
     steps: dict[str, float] = {}
     if not prof:
-        _time_steps(steps)
+        time_steps(steps, {**PER_DOCUMENT, **FIXED})
     c0, t0 = _cpu(), time.perf_counter()
     run_recipe(recipe, only="quality", force=True, progress=False)
     cpu, wall = _cpu() - c0, time.perf_counter() - t0
@@ -206,30 +187,33 @@ def main() -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-qspeed-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus.jsonl"
-    up = work / "upstream"
     common = [
         f"--corpus={corpus}",
         f"--reference-chars={args.reference_chars}",
         f"--dpp={args.docs_per_part}",
     ]
-    if not (up / "dedup").exists():
-        info = make_corpus(corpus, args.mb)
-        _spawn(args.after, [*common, f"--run-dir={up}", "--prepare"])
-        (work / "corpus.json").write_text(json.dumps(info))
+    if not corpus.exists():
+        (work / "corpus.json").write_text(json.dumps(make_corpus(corpus, args.mb)))
     info = json.loads((work / "corpus.json").read_text())
     print(f"corpus: {info}", file=sys.stderr)
     trees = {"before": args.before, "after": args.after}
+    # each tree runs its own download/clean/dedup (a tree accepts only its own stage versions;
+    # the texts reaching quality are the same, the runs' sha256 below say so)
+    ups = {name: work / f"upstream-{name}" for name in trees}
+    for name, up in ups.items():
+        if not (up / "dedup").exists():
+            _spawn(trees[name], [*common, f"--run-dir={up}", "--prepare"])
     runs: dict[str, list[dict]] = {k: [] for k in trees}
     for r in range(args.repeats):
         names = list(trees) if r % 2 == 0 else list(trees)[::-1]  # interleaved, order swapped
         for name in names:
             run_dir = work / f"run-{name}"
             shutil.rmtree(run_dir, ignore_errors=True)
-            shutil.copytree(up, run_dir, symlinks=True)
+            shutil.copytree(ups[name], run_dir, symlinks=True)
             got = _spawn(trees[name], [*common, f"--run-dir={run_dir}"])
             runs[name].append(got)
             print(f"{name} #{r}: cpu {got['cpu_s']:.2f} s", file=sys.stderr)
-    rx = regex_pass(up)
+    rx = regex_pass(ups["after"])
     out: dict = {"corpus": info, "regex_gpt2_findall": rx, "trees": trees}
     for name, rs in runs.items():
         cpu = statistics.median(r["cpu_s"] for r in rs)
