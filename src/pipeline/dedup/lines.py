@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.permute import mix64, splitmix64
 
@@ -136,6 +138,39 @@ def removable(hashes: np.ndarray, unit_keys: np.ndarray, rep: np.ndarray) -> np.
     pos = np.minimum(np.searchsorted(rep[0], hashes), rep.shape[1] - 1)
     hit = np.asarray(rep[0][pos]) == hashes
     return hit & (np.asarray(rep[1][pos]) != unit_keys)
+
+
+def dense_ids(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Arrow's hash table over `values` (strings or uint64 hashes; the chunks of a chunked
+    array share one dictionary): (each value's id int64 [m], in first-occurrence order, the
+    distinct values)."""
+    enc = pc.dictionary_encode(values)
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    if not chunks:
+        return np.zeros(0, np.int64), pa.array([], values.type)
+    ids = [np.asarray(c.indices.to_numpy(zero_copy_only=False), np.int64) for c in chunks]
+    return np.concatenate(ids), chunks[0].dictionary
+
+
+def unit_removals(
+    ids: np.ndarray, distinct: int, unit_keys: np.ndarray, doc: np.ndarray, min_docs: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """part_rows, repeated and removable in one pass over every candidate unit of an input held
+    in memory, without a sort: each unit's key as a dense id (int64 [m], below `distinct`:
+    dense_ids), its document's key uint64 [m] and global index int64 [m] (below 2^32).
+    Returns which units to remove (bool [m]), the ids in >= `min_docs` documents (int64 [r],
+    ascending) and their document counts (int64 [r]). Arrow's hash table finds the distinct
+    (id, document) pairs; a document's first key is a minimum per id."""
+    if len(ids) == 0:
+        return np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pairs = pc.unique(_ints(ids << 32 | doc.astype(np.int64)))
+    docs = np.bincount(pairs.to_numpy(zero_copy_only=False) >> 32, minlength=distinct)
+    first = np.full(distinct, np.iinfo(np.uint64).max, np.uint64)
+    np.minimum.at(first, ids, unit_keys)
+    rep = docs >= min_docs
+    drop = rep[ids] & (first[ids] != unit_keys)
+    at = np.flatnonzero(rep)
+    return drop, at, docs[at].astype(np.int64)
 
 
 def remove_units(text: str, unit: str, drop: list[int]) -> tuple[str, int]:
@@ -344,3 +379,94 @@ def cut_units(
     new_offsets = offsets - base
     new_offsets[1:] -= np.cumsum(removed)
     return new_data, new_offsets, unit_bytes
+
+
+# ---------------------------------------------------------------- lines with Arrow kernels
+
+
+def arrow_lines(col: pa.Array) -> tuple[pa.ListArray, pa.Array]:
+    """The lines of every document of a string column (split on "\\n", as split_units) and
+    each line stripped: (list array of the lines, the stripped lines, flat). Arrow's
+    utf8_trim_whitespace strips exactly str.strip()'s set (tested on every code point)."""
+    ls = split_lines(col)
+    return ls, pc.utf8_trim_whitespace(ls.flatten())
+
+
+def split_lines(col: pa.Array) -> pa.ListArray:
+    """Each document's lines (split on "\\n", as split_units): a list array."""
+    return pc.split_pattern(col, "\n")
+
+
+def list_offsets(arr: pa.Array) -> np.ndarray:
+    """A string or list array's offsets as int64 [len + 1] (zero copy then widened)."""
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    buf = arr.buffers()[1]
+    return np.frombuffer(buf, width, len(arr) + 1, arr.offset * np.dtype(width).itemsize).astype(
+        np.int64
+    )
+
+
+def arrow_line_candidates(
+    ls: pa.ListArray, stripped: pa.Array, min_chars: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate lines (stripped, at least max(1, min_chars) characters) among arrow_lines'
+    arrays: (bool [u] over the flat lines, their unit index int32 [m], candidates per
+    document int64 [n]), as unit_hashes counts them."""
+    per_doc = np.diff(list_offsets(ls))
+    off = list_offsets(stripped)
+    floor = max(1, min_chars)
+    if floor == 1:
+        ok = off[1:] > off[:-1]
+    else:
+        ok = np.asarray(pc.utf8_length(stripped).to_numpy(zero_copy_only=False)) >= floor
+    first = np.cumsum(per_doc) - per_doc
+    where = (np.arange(len(ok)) - np.repeat(first, per_doc)).astype(np.int32)
+    doc_of = np.repeat(np.arange(len(per_doc)), per_doc)
+    counts = np.bincount(doc_of[ok], minlength=len(per_doc)).astype(np.int64)
+    return ok, where[ok], counts
+
+
+def string_hashes(strings: pa.Array, mask: np.ndarray | None = None) -> np.ndarray:
+    """span_hashes of each string of an Arrow string array (or of those in `mask`), uint64:
+    the key of a unit whose stripped bytes these are (span_hashes is relative to a span's
+    start, so the keys are those of the numpy path)."""
+    off = list_offsets(strings)
+    data = strings.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    start, end = off[:-1], off[1:]
+    if mask is not None:
+        start, end = start[mask], end[mask]
+    return span_hashes(data, start, end)
+
+
+def arrow_line_hashes(
+    ls: pa.ListArray, stripped: pa.Array, min_chars: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """unit_hashes for lines from arrow_lines' arrays: the same (hash, unit index, candidates
+    per document), the stripped bytes hashed where Arrow left them."""
+    ok, where, counts = arrow_line_candidates(ls, stripped, min_chars)
+    return string_hashes(stripped, ok), where, counts
+
+
+def arrow_cut_lines(ls: pa.ListArray, drop: np.ndarray) -> tuple[pa.Array, int]:
+    """remove_units for lines on every document at once: each document's kept lines (`drop`:
+    bool over ls's flat lines) joined with "\\n" (Arrow's binary_join, the column's own
+    string type); returns the new text column and the removed lines' UTF-8 bytes."""
+    flat = ls.flatten()
+    bounds = list_offsets(ls)
+    kept = np.concatenate([[0], np.cumsum(~drop, dtype=np.int32)])[bounds - bounds[0]]
+    lines_kept = flat.filter(_bools(~drop))
+    joined = pc.binary_join(
+        pa.ListArray.from_arrays(_ints(kept), lines_kept), pa.scalar("\n", flat.type)
+    )
+    return joined, int(np.diff(list_offsets(flat))[drop].sum())
+
+
+def _bools(values: np.ndarray) -> pa.Array:
+    bits = np.packbits(values, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+
+
+def _ints(values: np.ndarray) -> pa.Array:
+    a = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])

@@ -97,7 +97,8 @@ def _enough_words(text: str, floor: int) -> tuple[bool, int]:
 def _read(path: Path, whole: bool) -> pa.Table:
     """Part `path` (all columns, or only `text`), its text column checked: a string column
     with no nulls."""
-    with pq.ParquetFile(path) as f:  # opened once; one thread (less CPU than a pool's)
+    # opened once; one thread, no pre-buffering (each costs CPU: a pool, async reads)
+    with pq.ParquetFile(path, pre_buffer=False) as f:
         names = f.schema_arrow.names
         if "text" not in names:
             raise DataError(str(path), f"column 'text' is missing; columns: {names}")
@@ -110,10 +111,15 @@ def _read(path: Path, whole: bool) -> pa.Table:
     return table
 
 
+def _text_column(table: pa.Table) -> pa.Array:
+    """A table's text column as one array."""
+    return table.column("text").combine_chunks()
+
+
 def _text_buffers(table: pa.Table) -> tuple[pa.DataType, np.ndarray, np.ndarray]:
     """A checked table's text column as (its type, UTF-8 data uint8, offsets int64 [rows+1]):
     the Arrow buffers themselves (zero copy), never a Python string per document."""
-    col = table.column("text").combine_chunks()
+    col = _text_column(table)
     width = np.int64 if pa.types.is_large_string(col.type) else np.int32
     _, off_buf, data_buf = col.buffers()
     n = len(col)
@@ -131,18 +137,27 @@ def _hash_part(
     part's counts."""
     table = _read(item.path, whole=in_memory)
     n = table.num_rows
-    _, data, offsets = _text_buffers(table)
-    spans = lines.unit_spans(data, offsets, cfg.unit)
-    hashes, where, counts = lines.spans_hashes(data, spans, cfg.min_chars)
-    keys = lines.doc_keys(item.first, n, seed)
-    rows = lines.part_rows(hashes, counts, keys)
-    arrays = {"hashes": hashes, "where": where, "counts": counts, "rows": rows}
-    out: dict[str, Any] = {"docs": n, "units": len(hashes), "rows": rows.shape[1]}
-    if in_memory:  # the whole part travels on to map 3: each part is read once
-        out["arrays"] = {**arrays, "table": table, "spans": spans}
+    if cfg.unit == "line":  # Arrow's split and strip kernels: one C++ pass each
+        ls, stripped = lines.arrow_lines(_text_column(table))
+        if in_memory:  # the driver numbers the stripped lines themselves: no hash
+            ok, where, counts = lines.arrow_line_candidates(ls, stripped, cfg.min_chars)
+            arrays = {"stripped": stripped, "ok": ok, "where": where, "counts": counts}
+            return {"docs": n, "arrays": {**arrays, "table": table, "spans": ls}}
+        hashes, where, counts = lines.arrow_line_hashes(ls, stripped, cfg.min_chars)
+        spans: Any = ls
     else:
-        for kind, arr in arrays.items():
-            _save(work, kind, item.index, arr)
+        _, data, offsets = _text_buffers(table)
+        spans = lines.unit_spans(data, offsets, cfg.unit)
+        hashes, where, counts = lines.spans_hashes(data, spans, cfg.min_chars)
+    out: dict[str, Any] = {"docs": n}
+    arrays = {"hashes": hashes, "where": where, "counts": counts}
+    if in_memory:  # the whole part travels on to map 3 (each part is read once); the driver
+        out["arrays"] = {**arrays, "table": table, "spans": spans}  # counts all parts at once
+        return out
+    rows = lines.part_rows(hashes, counts, lines.doc_keys(item.first, n, seed))
+    out["rows"] = rows.shape[1]
+    for kind, arr in {**arrays, "rows": rows}.items():
+        _save(work, kind, item.index, arr)
     return out
 
 
@@ -155,6 +170,42 @@ def _count(rows: np.ndarray, cfg: LineDedupConfig) -> tuple[np.ndarray, dict[str
         "repeated": rep.shape[1],
         "top": [(int(docs[j]), int(rep[0][j])) for j in top.tolist()],
     }
+
+
+def _count_in_memory(
+    arrays: list[dict], seed: int, cfg: LineDedupConfig
+) -> tuple[list[np.ndarray], dict[str, Any], dict[int, str]]:
+    """Steps 2 and 3's lookup for a small input, every part's candidates at once: each unit
+    numbered by Arrow's hash table (lines: the stripped lines themselves, exact; paragraphs:
+    their hashes), then lines.unit_removals. Returns each part's removal flags, _count's
+    summary (hash keys, as the partitioned path has them) and, for lines, the examples' text."""
+    counts = np.concatenate([np.zeros(0, np.int64), *(a["counts"] for a in arrays)])
+    doc = np.repeat(np.arange(len(counts)), counts)  # global row of each candidate
+    keys = lines.doc_keys(0, len(counts), seed)[doc]
+    texts: dict[int, str] = {}
+    if cfg.unit == "line":
+        strings = [a["stripped"] for a in arrays]
+        if len({s.type for s in strings}) > 1:
+            strings = [s.cast(pa.large_string()) for s in strings]
+        ids, distinct = lines.dense_ids(pa.chunked_array(strings, strings[0].type))
+        ids = ids[np.concatenate([a["ok"] for a in arrays])]
+        drop, rep, docs = lines.unit_removals(ids, len(distinct), keys, doc, cfg.min_docs)
+        rep_strings = distinct.take(lines._ints(rep))
+        rep_hashes = lines.string_hashes(rep_strings)
+    else:
+        hashes = np.concatenate([np.zeros(0, np.uint64), *(a["hashes"] for a in arrays)])
+        ids, distinct = lines.dense_ids(lines._ints(hashes))
+        drop, rep, docs = lines.unit_removals(ids, len(distinct), keys, doc, cfg.min_docs)
+        rep_hashes = np.asarray(distinct.to_numpy(zero_copy_only=False), np.uint64)[rep]
+    top = np.lexsort((rep_hashes, -docs))[: cfg.num_examples].tolist()
+    if cfg.unit == "line":
+        texts = {int(rep_hashes[j]): rep_strings[j].as_py()[:EXAMPLE_CHARS] for j in top}
+    summary = {
+        "repeated": len(rep),
+        "top": [(int(docs[j]), int(rep_hashes[j])) for j in top],
+    }
+    cuts = np.cumsum([len(a["where"]) for a in arrays])[:-1]
+    return np.split(drop, cuts), summary, texts
 
 
 def _reduce_partition(p: int, cfg: LineDedupConfig, work: str, num_parts: int, bits: int):
@@ -174,13 +225,16 @@ def _part_removals(
     """Part `index`'s candidate hashes uint64 [m], their document int64 [m], units per document
     int64 [n], unit indices int32 [m] and removal flags bool [m], looked up in each hash
     partition's `rep` file (or, for a small input, in `small`: the part's arrays and `rep`)."""
-    arr = small if small is not None else {k: _load(work, k, index) for k in ("hashes", "counts")}
-    hashes, counts = arr["hashes"], arr["counts"]
-    where = small["where"] if small is not None else _load(work, "where", index)
+    if small is not None:  # hashes: None for lines (the driver numbered the strings)
+        counts = small["counts"]
+        doc_of = np.repeat(np.arange(len(counts)), counts)
+        return small.get("hashes"), doc_of, counts, small["where"], small["drop"]
+    hashes, counts = _load(work, "hashes", index), _load(work, "counts", index)
+    where = _load(work, "where", index)
     doc_of = np.repeat(np.arange(len(counts)), counts)
     unit_keys = lines.doc_keys(first, len(counts), seed)[doc_of]
-    if small is not None or bits == 0:
-        rep = small["rep"] if small is not None else _load(work, "rep", 0)
+    if bits == 0:
+        rep = _load(work, "rep", 0)
         return hashes, doc_of, counts, where, lines.removable(hashes, unit_keys, rep)
     drop = np.zeros(len(hashes), bool)
     part_of = hashes >> np.uint64(64 - bits)
@@ -205,19 +259,35 @@ def _apply_part(
     rejected rows; returns counts and the text of the example hashes `shown` this part holds."""
     item, small = task
     table = small["table"] if small is not None else _read(item.path, whole=True)
-    kind, data, offsets = _text_buffers(table)
     n = table.num_rows
     hashes, doc_of, counts, where, drop = _part_removals(
         work, item.index, item.first, seed, bits, small
     )
-    spans = small["spans"] if small is not None else lines.unit_spans(data, offsets, cfg.unit)
-    start, end, per_doc = spans
+    if cfg.unit == "line":
+        ls = small["spans"] if small is not None else lines.split_lines(_text_column(table))
+        per_doc = np.diff(lines.list_offsets(ls))
+    else:
+        kind, data, offsets = _text_buffers(table)
+        spans = small["spans"] if small is not None else lines.unit_spans(data, offsets, cfg.unit)
+        start, end, per_doc = spans
     unit_of = (np.cumsum(per_doc) - per_doc)[doc_of] + where  # candidate -> unit index
-    drop_unit = np.zeros(len(start), bool)
+    drop_unit = np.zeros(int(per_doc.sum()), bool)
     drop_unit[unit_of[drop]] = True
-    new_data, new_offsets, unit_bytes = lines.cut_units(
-        data, offsets, start, end, per_doc, drop_unit
-    )
+    if cfg.unit == "line":
+        text, nbytes = lines.arrow_cut_lines(ls, drop_unit)
+        kind, new_data, new_offsets = _text_buffers(pa.table({"text": text}))
+        flat = ls.flatten()
+        unit_text = lambda u: flat[u].as_py()  # noqa: E731
+    else:
+        new_data, new_offsets, unit_bytes = lines.cut_units(
+            data, offsets, start, end, per_doc, drop_unit
+        )
+        nbytes = int(unit_bytes.sum())
+        unit_text = (
+            lambda u: (  # noqa: E731
+                data[int(start[u]) : int(end[u])].tobytes().decode("utf-8", "surrogatepass")
+            )
+        )
     removed = np.bincount(doc_of[drop], minlength=n).astype(np.int64)
     changed_docs = np.flatnonzero(removed)
     keep = np.ones(n, bool)
@@ -226,11 +296,12 @@ def _apply_part(
         for d in changed_docs.tolist():
             raw = new_data[new_offsets[d] : new_offsets[d + 1]].tobytes()
             keep[d], words[d] = _enough_words(raw.decode("utf-8", "surrogatepass"), cfg.min_words)
-    width = np.int64 if pa.types.is_large_string(kind) else np.int32
-    text = pa.Array.from_buffers(
-        kind, n, [None, pa.py_buffer(new_offsets.astype(width)), pa.py_buffer(new_data)]
-    )
-    examples = _examples(data, start, end, hashes, unit_of, shown)
+    if cfg.unit != "line":
+        width = np.int64 if pa.types.is_large_string(kind) else np.int32
+        text = pa.Array.from_buffers(
+            kind, n, [None, pa.py_buffer(new_offsets.astype(width)), pa.py_buffer(new_data)]
+        )
+    examples = _examples(unit_text, hashes, unit_of, shown)
     kept = table.set_column(table.column_names.index("text"), "text", text)
     kept = kept.filter(pa.array(keep))
     reasons = [[REASON]] * int((~keep).sum())
@@ -247,34 +318,26 @@ def _apply_part(
     )
     doc_counts.dropped = {REASON: 0, **doc_counts.dropped}  # reported even at 0
     stats = {
-        "units_in": len(hashes),
+        "units_in": len(where),
         "units_removed": int(drop.sum()),
-        "bytes_removed": int(unit_bytes.sum()),
+        "bytes_removed": nbytes,
         "docs_changed": len(changed_docs),
     }
     return {"outputs": outputs, "counts": doc_counts, "stats": stats, "examples": examples}
 
 
-def _examples(
-    data: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    hashes: np.ndarray,
-    unit_of: np.ndarray,
-    shown: frozenset,
-) -> dict[int, str]:
+def _examples(unit_text, hashes: np.ndarray, unit_of: np.ndarray, shown: frozenset) -> dict:
     """{hash: its first occurrence's text in this part, stripped, cut to EXAMPLE_CHARS} for
-    the example hashes `shown` (candidates' hashes and unit indices; the units' byte spans)."""
-    if not shown:
+    the example hashes `shown` (candidates' hashes and unit indices; `unit_text(u)`: unit u's
+    text)."""
+    if not shown or hashes is None:
         return {}
     hit = np.flatnonzero(np.isin(hashes, np.array(sorted(shown), np.uint64)))
     found, first = np.unique(hashes[hit], return_index=True)
-    out = {}
-    for h, j in zip(found.tolist(), hit[first].tolist(), strict=True):
-        u = int(unit_of[j])
-        raw = data[int(start[u]) : int(end[u])].tobytes().decode("utf-8", "surrogatepass")
-        out[h] = raw.strip()[:EXAMPLE_CHARS]
-    return out
+    return {
+        h: unit_text(int(unit_of[j])).strip()[:EXAMPLE_CHARS]
+        for h, j in zip(found.tolist(), hit[first].tolist(), strict=True)
+    }
 
 
 def _footer(path: Path) -> tuple[int, int]:
@@ -303,14 +366,10 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
             raise DataError(str(parts[i]), "row count changed while reading")
     if small:  # one partition, counted here: no work files
         bits = 0
-        rep, summary = _count(
-            np.concatenate(
-                [np.zeros((2, 0), np.uint64), *(m["arrays"]["rows"] for m in mapped)], axis=1
-            ),
-            cfg,
-        )
+        arrays = [m.pop("arrays") for m in mapped]
+        drops, summary, texts = _count_in_memory(arrays, ctx.seed, cfg)
         reduced = [summary]
-        tasks = [(it, {**m.pop("arrays"), "rep": rep}) for it, m in zip(items, mapped, strict=True)]
+        tasks = [(it, {**a, "drop": d}) for it, a, d in zip(items, arrays, drops, strict=True)]
     else:
         bits = lines.partition_bits(sum(m["rows"] for m in mapped), ROWS_PER_PARTITION)
         fn = functools.partial(
@@ -318,6 +377,7 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
         )
         reduced = ctx.executor.map(fn, list(range(1 << bits)), desc="line_dedup: count")
         tasks = [(it, None) for it in items]
+        texts = {}
     top = heapq.nsmallest(
         cfg.num_examples, [(-c, h) for r in reduced for c, h in r["top"]]
     )  # most documents first, ties by hash: the same for any partitioning
@@ -332,7 +392,6 @@ def run(cfg: LineDedupConfig, ctx: StageContext) -> StageResult:
     )
     results = ctx.executor.map(fn, tasks, desc="line_dedup: write")
     shutil.rmtree(work, ignore_errors=True)  # work files: not stage outputs
-    texts: dict[int, str] = {}
     for r in results:  # the first part holding an example gives its text
         for h, t in r["examples"].items():
             texts.setdefault(h, t)
