@@ -159,16 +159,23 @@ def unit_removals(
     in memory, without a sort: each unit's key as a dense id (int64 [m], below `distinct`:
     dense_ids), its document's key uint64 [m] and global index int64 [m] (below 2^32).
     Returns which units to remove (bool [m]), the ids in >= `min_docs` documents (int64 [r],
-    ascending) and their document counts (int64 [r]). Arrow's hash table finds the distinct
-    (id, document) pairs; a document's first key is a minimum per id."""
+    ascending) and their document counts (int64 [r]). The first and last document per id
+    single out the units whose key is in two documents or more; among those only, Arrow's hash
+    table finds the distinct (id, document) pairs and a minimum per id the first key."""
     if len(ids) == 0:
         return np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pairs = pc.unique(_ints(ids << 32 | doc.astype(np.int64)))
+    lo = np.full(distinct, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(distinct, -1, np.int64)
+    np.minimum.at(lo, ids, doc)
+    np.maximum.at(hi, ids, doc)
+    sub = np.flatnonzero((lo != hi)[ids])  # the units whose key is in >= 2 documents (few)
+    pairs = pc.unique(_ints(ids[sub] << 32 | doc[sub].astype(np.int64)))
     docs = np.bincount(pairs.to_numpy(zero_copy_only=False) >> 32, minlength=distinct)
     first = np.full(distinct, np.iinfo(np.uint64).max, np.uint64)
-    np.minimum.at(first, ids, unit_keys)
+    np.minimum.at(first, ids[sub], unit_keys[sub])
     rep = docs >= min_docs
-    drop = rep[ids] & (first[ids] != unit_keys)
+    drop = np.zeros(len(ids), bool)
+    drop[sub] = rep[ids[sub]] & (first[ids[sub]] != unit_keys[sub])
     at = np.flatnonzero(rep)
     return drop, at, docs[at].astype(np.int64)
 
