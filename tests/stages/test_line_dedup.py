@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -133,18 +134,24 @@ def test_paragraphs(tmp_path):
             assert t == texts[d].replace(shared + "\n\n", "")
 
 
-def test_same_bytes_for_any_worker_count_and_partitioning(tmp_path, monkeypatch):
-    """The small-input path (in memory, one partition) and the partitioned path (work files,
-    2^k partitions) give the same bytes, with 1 or 2 workers."""
+@pytest.mark.parametrize("unit", lines.UNITS)
+def test_same_bytes_for_any_worker_count_and_partitioning(tmp_path, monkeypatch, unit):
+    """The small-input path (in memory, one partition: the driver numbers stripped lines, or
+    paragraph hashes, with Arrow's hash table) and the partitioned path (hashes in work files,
+    2^k partitions) give the same bytes and examples, with 1 or 2 workers."""
     rng = np.random.default_rng(4)
     texts = [_page(d, rng, body_lines=2) for d in range(24)]
     texts[3] = "\n".join(SHARED[:3])
+    if unit == "paragraph":  # the shared lines as paragraphs, some padded with whitespace
+        texts = [t.replace("\n", "\n\n" if d % 3 else " \n \n") for d, t in enumerate(texts)]
     parts = _parts(texts, 5)
-    res1, one = _run(tmp_path, parts, workers=1, name="w1")
-    _, small2 = _run(tmp_path, parts, workers=2, name="s2")
+    res1, one = _run(tmp_path, parts, workers=1, name="w1", unit=unit)
+    workers = 2 if unit == "line" else 1  # a process pool costs ~1 s: once is enough
+    _, small2 = _run(tmp_path, parts, workers=workers, name="s2", unit=unit)
     monkeypatch.setattr(line_dedup, "SMALL_TEXT_BYTES", 0)  # the partitioned path
     monkeypatch.setattr(line_dedup, "ROWS_PER_PARTITION", 64)  # 2^k hash partitions
-    res, two = _run(tmp_path, parts, workers=2, name="w2")
+    res, two = _run(tmp_path, parts, workers=workers, name="w2", unit=unit)
+    assert res1.stats[f"{unit}s_removed"] > 0 and res1.stats["examples"][0]["text"] in SHARED
     assert res1.stats["hash_partitions"] == 1 and res.stats["hash_partitions"] > 4
     assert res.stats["examples"] == res1.stats["examples"]
     files = sorted(p.relative_to(one) for p in one.rglob("*.parquet"))
@@ -206,3 +213,56 @@ def test_cut_units_is_remove_units_for_every_document_at_once():
                 want, want_bytes = lines.remove_units(text, unit, gone)
                 assert new[new_off[d] : new_off[d + 1]].tobytes().decode() == want
                 assert nbytes[d] == want_bytes
+
+
+def test_arrow_lines_are_the_numpy_lines():
+    """The line path's Arrow kernels give unit_hashes' keys, unit indices and counts and
+    remove_units' texts, on sliced string and large_string columns; utf8_trim_whitespace
+    strips exactly str.strip()'s characters, checked on every code point."""
+    rng = np.random.default_rng(7)
+    alphabet = ["a", "bc", " ", "\n", "\t", "\r\n", "é", "\u3000", "\xa0", "\x1c", "\u2028", "x y"]
+    for _ in range(150):
+        texts = ["".join(rng.choice(alphabet, rng.integers(0, 12))) for _ in range(4)]
+        for kind in (pa.string(), pa.large_string()):
+            col = pa.array(["z\nq", *texts], kind).slice(1)
+            ls, stripped = lines.arrow_lines(col)
+            for min_chars in (0, 2):
+                got = lines.arrow_line_hashes(ls, stripped, min_chars)
+                want = lines.unit_hashes(*lines.utf8_buffers(texts), "line", min_chars)
+                for g, w in zip(got, want, strict=True):
+                    assert np.array_equal(g, w)
+            drop = rng.random(len(ls.flatten())) < 0.5
+            new, nbytes = lines.arrow_cut_lines(ls, drop)
+            first = np.cumsum([len(t.split("\n")) for t in texts]) - [
+                len(t.split("\n")) for t in texts
+            ]
+            total = 0
+            for d, text in enumerate(texts):
+                gone = [k for k in range(len(text.split("\n"))) if drop[first[d] + k]]
+                want_text, want_bytes = lines.remove_units(text, "line", gone)
+                assert new[d].as_py() == want_text
+                total += want_bytes
+            assert new.type == kind and nbytes == total
+    points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    chars = pa.array([chr(c) for c in points])
+    blank = pc.binary_length(pc.utf8_trim_whitespace(chars)).to_numpy() == 0
+    assert [c for c, b in zip(points, blank.tolist(), strict=True) if b != chr(c).isspace()] == []
+
+
+def test_unit_removals_is_rows_repeated_and_removable():
+    """The small input's one-pass count (dense ids, no sort) flags the units and finds the
+    repeated keys that part_rows + repeated + removable (the partitioned path) do."""
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        counts = rng.integers(0, 8, rng.integers(1, 30))
+        hashes = rng.integers(0, 6, counts.sum()).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        keys = lines.doc_keys(0, len(counts), 3)
+        doc = np.repeat(np.arange(len(counts)), counts)
+        min_docs = int(rng.integers(2, 4))
+        ids, distinct = lines.dense_ids(pa.array(hashes))
+        drop, rep_ids, docs = lines.unit_removals(ids, len(distinct), keys[doc], doc, min_docs)
+        rep, want_docs = lines.repeated(lines.part_rows(hashes, counts, keys), min_docs)
+        assert np.array_equal(drop, lines.removable(hashes, keys[doc], rep))
+        got = distinct.to_numpy()[rep_ids]
+        order = np.argsort(got)
+        assert np.array_equal(got[order], rep[0]) and np.array_equal(docs[order], want_docs)

@@ -254,9 +254,10 @@ def _apply_part(
     bits: int,
     shown: frozenset,
 ) -> dict[str, Any]:
-    """Map 3 on (part, its arrays, table and `rep` for a small input, else None): cut the
-    removed units out of the part's texts (on bytes, every document at once), write kept and
-    rejected rows; returns counts and the text of the example hashes `shown` this part holds."""
+    """Map 3 on (part, its arrays, table and removal flags for a small input, else None): cut
+    the removed units out of the part's texts (every document at once: lines with Arrow's
+    binary_join, paragraphs on bytes), write kept and rejected rows; returns counts and the
+    text of the example hashes `shown` this part holds."""
     item, small = task
     table = small["table"] if small is not None else _read(item.path, whole=True)
     n = table.num_rows
@@ -277,17 +278,18 @@ def _apply_part(
         text, nbytes = lines.arrow_cut_lines(ls, drop_unit)
         kind, new_data, new_offsets = _text_buffers(pa.table({"text": text}))
         flat = ls.flatten()
-        unit_text = lambda u: flat[u].as_py()  # noqa: E731
+
+        def unit_text(u: int) -> str:
+            return flat[u].as_py()
     else:
         new_data, new_offsets, unit_bytes = lines.cut_units(
             data, offsets, start, end, per_doc, drop_unit
         )
         nbytes = int(unit_bytes.sum())
-        unit_text = (
-            lambda u: (  # noqa: E731
-                data[int(start[u]) : int(end[u])].tobytes().decode("utf-8", "surrogatepass")
-            )
-        )
+
+        def unit_text(u: int) -> str:
+            return data[int(start[u]) : int(end[u])].tobytes().decode("utf-8", "surrogatepass")
+
     removed = np.bincount(doc_of[drop], minlength=n).astype(np.int64)
     changed_docs = np.flatnonzero(removed)
     keep = np.ones(n, bool)
