@@ -6,7 +6,9 @@ a partitioned hash pass: per part, (unit hash, document key) rows sorted by hash
 partition, the hashes in >= min_docs documents and their first document; per part again, the
 units to remove. A unit is a line (split on "\\n") or a paragraph (split on blank lines); its
 key is a 64-bit hash of its UTF-8 bytes with surrounding whitespace stripped, computed for all
-units of a part at once in numpy (span_hashes: no Python call per line). Blank units are never
+units of a part at once in numpy (span_hashes: no Python call per line). Lines are split,
+stripped and rejoined by Arrow's C++ kernels (arrow_lines, arrow_cut_lines); an input held in
+memory is counted in one pass without a sort (dense_ids, unit_removals). Blank units are never
 removed.
 """
 

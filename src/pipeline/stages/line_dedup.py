@@ -8,8 +8,9 @@ Three executor maps, memory bounded by a part or a hash partition (never a set o
    >= `min_docs` documents with their first document (`rep-p`);
 3. per part: flag the units to remove, rewrite the texts, drop a changed document left under
    `min_words` (reason `short_after_line_dedup`), write kept and rejected parts.
-A small input (text under SMALL_TEXT_BYTES) skips the work files: map 1 returns its arrays, the
-driver counts (step 2 as one partition) and map 3 gets them; the same outputs, byte for byte.
+A small input (text under SMALL_TEXT_BYTES) skips the work files: map 1 returns its arrays (for
+lines, the stripped lines), the driver numbers and counts every part's units at once (steps 2
+and 3's lookup, no sort) and map 3 gets removal flags; the same outputs, byte for byte.
 Every row is keyed by its global index and the seed, so outputs are byte-identical for any
 worker count or executor. Runs after dedup: see docs/dedup.md ("Line and paragraph dedup").
 """
