@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.quality.coherence import fold_of
-from pipeline.quality.folds import build_router, sentence_keys
-from pipeline.quality.lmscore import text_keys
+from pipeline.quality.folds import build_router, sentence_keys, sentence_partners
+from pipeline.quality.lmscore import LMParams, fit_lm, text_keys
 from pipeline.quality.ngram import tokenize, train_lm
 from synth_text import docs
 
@@ -80,3 +80,24 @@ def test_router_shares_folds_and_routes_copied_sentences():
     assert d[0] == fold_of(text_keys(splice), 4, 0)[0]
     assert (t[:la] == fold[5]).all() and (t[la : la + lb] == fold[7]).all()
     assert (t[la + lb :] == d[0]).all()
+
+
+def test_sentence_partners_count_the_documents_a_text_is_stitched_from():
+    texts = ["Aa bb cc dd ee. Ff gg hh ii jj.", "Kk ll mm nn oo. Pp qq rr ss tt.", "Uu vv ww."]
+    texts.append("Aa bb cc dd ee. Pp qq rr ss tt. Uu vv ww.")  # two long sentences of 0 and 1
+    assert sentence_partners(tokenize(texts, 1000)).tolist() == [1, 1, 0, 2]
+
+
+def test_sentence_folds_remove_the_leak_of_copied_sentences():
+    """A splice of reference sentences is scored by models that saw its sentences under
+    `doc` (so it looks far more predictable than it is) and by models that did not under
+    `sentence`: its mean log-prob falls; a reference document's own score is a model's that
+    saw none of it under both rules."""
+    ref = docs(60, 5)
+    keys = text_keys(ref)
+    splice = [" ".join(ref[i].split(". ")[j] + "." for i, j in ((3, 0), (9, 1), (21, 2)) * 3)]
+    out = {}
+    for rule in ("doc", "sentence"):
+        sc, _ = fit_lm(ref, keys, LMParams(min_reference_docs=10, folds=rule))
+        out[rule] = sc.features(splice, text_keys(splice))[0][0]
+    assert out["sentence"][0] < out["doc"][0] - 0.3  # log_prob, nats per token

@@ -66,6 +66,45 @@ def sentence_keys(tokens: Tokens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sid, key, length
 
 
+def sentence_partners(tokens: Tokens) -> np.ndarray:
+    """int64 [n]: for each document, how many other documents of `tokens` share one of its
+    sentences (>= SENT_MIN_TOKENS tokens, held by at most MAX_HOLDERS documents). A document
+    stitched from the sentences of several others (a splice, a spun page) has several."""
+    n = len(tokens.lengths)
+    skey, owner = _long_sentences(tokens)
+    out = np.zeros(n, np.int64)
+    if not len(skey):
+        return out
+    head = np.ones(len(skey), bool)
+    head[1:] = skey[1:] != skey[:-1]
+    starts = np.flatnonzero(head)
+    holders = np.diff(np.append(starts, len(skey)))
+    pairs: set[tuple[int, int]] = set()
+    for g in np.flatnonzero((holders >= 2) & (holders <= MAX_HOLDERS)).tolist():
+        docs = owner[starts[g] : starts[g] + holders[g]].tolist()
+        pairs.update((a, b) for a in docs for b in docs if a != b)
+    for a, _ in pairs:
+        out[a] += 1
+    return out
+
+
+def _long_sentences(tokens: Tokens) -> tuple[np.ndarray, np.ndarray]:
+    """(sentence key, document) of the distinct (sentence, document) pairs of sentences of at
+    least SENT_MIN_TOKENS tokens, sorted by key then document."""
+    n = len(tokens.lengths)
+    _, skey, slen = sentence_keys(tokens)
+    sdoc = np.repeat(np.arange(n, dtype=np.int64), tokens.lengths)
+    first = np.concatenate([[0], np.cumsum(slen)])[:-1] if len(slen) else np.zeros(0, np.int64)
+    owner = sdoc[first] if len(slen) else np.zeros(0, np.int64)
+    long = slen >= SENT_MIN_TOKENS
+    skey, owner = skey[long], owner[long]
+    order = np.lexsort((owner, skey))
+    skey, owner = skey[order], owner[order]
+    new = np.ones(len(skey), bool)
+    new[1:] = (skey[1:] != skey[:-1]) | (owner[1:] != owner[:-1])
+    return skey[new], owner[new]
+
+
 @dataclass
 class FoldRouter:
     """The `sentence` rule's tables: reference sentence keys -> fold, and the text keys of the
@@ -120,18 +159,7 @@ def build_router(
     """(the router, each reference document's fold int64 [n], a report) for the reference
     documents `tokens` with text keys `keys`: union-find over the sentences they share."""
     n = len(tokens.lengths)
-    sid, skey, slen = sentence_keys(tokens)
-    sdoc = np.repeat(np.arange(n, dtype=np.int64), tokens.lengths)
-    first = np.concatenate([[0], np.cumsum(slen)])[:-1] if len(slen) else np.zeros(0, np.int64)
-    owner = sdoc[first] if len(slen) else np.zeros(0, np.int64)
-    long = slen >= SENT_MIN_TOKENS
-    skey, owner = skey[long], owner[long]
-    # distinct (sentence, document) pairs, by sentence
-    order = np.lexsort((owner, skey))
-    skey, owner = skey[order], owner[order]
-    new = np.ones(len(skey), bool)
-    new[1:] = (skey[1:] != skey[:-1]) | (owner[1:] != owner[:-1])
-    skey, owner = skey[new], owner[new]
+    skey, owner = _long_sentences(tokens)  # distinct (sentence, document) pairs, by sentence
     head = np.ones(len(skey), bool)
     head[1:] = skey[1:] != skey[:-1]
     starts = np.flatnonzero(head)

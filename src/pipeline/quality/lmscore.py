@@ -23,7 +23,7 @@ from pipeline.quality.coherence import (
     train_coherence,
 )
 from pipeline.quality.corrupt import KINDS, corrupt_tokens
-from pipeline.quality.folds import FoldRouter, build_router
+from pipeline.quality.folds import FoldRouter, build_router, sentence_partners
 from pipeline.quality.logreg import roc_auc
 from pipeline.quality.ngram import SCRIPTS, NgramLM, Tokens, tokenize, train_lm
 
@@ -56,6 +56,10 @@ DETECTORS = {
     "markov": ("bigram_chain", "trigram_chain", "fourgram_chain"),
     "splice": ("splice",),
 }
+# folds: sentence: a reference document that shares sentences with more than this many other
+# reference documents (stitched from them: a splice, a spun page in a `self` reference) is no
+# positive; the document it copied from shares with one, and stays one
+POSITIVE_MAX_PARTNERS = 1
 DETECTOR_KEEP = 0.98  # default: each detector's bias keeps at least this share of the positives
 # Context gain (nats/token) below which context makes words *less* likely than their corpus
 # frequency: no real text does that; salad and shuffles do (~-0.6 measured). Coherence is
@@ -287,6 +291,9 @@ def _fit_script(
     f_pos = ref_feats[idx]
     f_neg = doc_features(lm, bad, fold, params.feature_set, tok_fold)
     coherent = f_pos[:, 1] >= GAIN_FLOOR  # the positives: reference documents context helps
+    if sc.router is not None:
+        # and (folds: sentence) that are not stitched from other reference documents' sentences
+        coherent &= sentence_partners(ref.tokens)[idx] <= POSITIVE_MAX_PARTNERS
     f_pos, f_neg, kinds = (
         f_pos[coherent],
         f_neg[coherent],
