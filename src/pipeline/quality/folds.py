@@ -17,8 +17,8 @@ scored, every token, by its component's model (which saw no document of the comp
 of reference sentences is scored, sentence by sentence, by models that never saw them; a text
 that shares no sentence with the reference is scored exactly as with `doc`. Sentences held by
 more than MAX_HOLDERS reference documents (boilerplate) join nothing and are not routed, and a
-union that would make a component larger than `max_component` documents is skipped (its
-sentence is not routed either): a fold keeps about 1/K of the reference.
+union that would make a component larger than COMPONENT_SHARE x N / K documents (at least 8)
+is skipped (its sentence is not routed either), so no component takes over a fold.
 
 Sentences are cut after the sentence-end tokens (corrupt.SENTENCE_ENDS) and at document starts;
 a sentence's key is an order-sensitive 64-bit hash of its token hashes. Pure functions of the
@@ -27,6 +27,7 @@ token arrays, the text keys and the seed.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,11 +118,16 @@ class FoldRouter:
     doc_keys: np.ndarray  # uint64 [D], sorted
     doc_fold: np.ndarray  # int8 [D]
 
+    @functools.cached_property
+    def _tables(self) -> tuple[HashTable, HashTable]:
+        """Lookup tables of the sentence and document keys, built once per router."""
+        return HashTable(self.sent_keys), HashTable(self.doc_keys)
+
     def doc_folds(self, keys: np.ndarray) -> np.ndarray:
         """int64 [n]: each document's fold from its text key."""
         fold = fold_of(keys, self.num_folds, self.seed)
         if len(self.doc_keys):
-            at = HashTable(self.doc_keys).find(keys.astype(np.uint64))
+            at = self._tables[1].find(keys.astype(np.uint64))
             fold = np.where(at >= 0, self.doc_fold[np.maximum(at, 0)].astype(np.int64), fold)
         return fold
 
@@ -132,7 +138,7 @@ class FoldRouter:
         if not len(self.sent_keys) or not len(tokens.ids):
             return tok
         sid, key, length = sentence_keys(tokens)
-        at = HashTable(self.sent_keys).find(key)
+        at = self._tables[0].find(key)
         at[length < SENT_MIN_TOKENS] = -1
         routed = at[sid]
         has = routed >= 0
