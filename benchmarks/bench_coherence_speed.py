@@ -1,4 +1,5 @@
-"""Per-document cost of the quality stage's scoring pass, coherence feature sets 1, 2, 3.
+"""Per-document cost of the quality stage's scoring pass, coherence feature sets 1, 2, 3, and
+set 2 with `coherence_folds: sentence` (per-sentence fold routing, quality/folds.py).
 
 The stage's fixed costs (the self reference's draw, the LM fit, the classifiers) are bounded by
 reference_max_chars and coherence_train_docs, so on a large corpus the per-document cost is the
@@ -39,11 +40,11 @@ def main() -> None:
     texts = [r["text"] for r in rows]
     keys = text_keys(texts)
     scorers = {}
-    for k in (1, 2, 3):
-        sc, ref = fit_lm(texts, keys, LMParams(seed=0, feature_set=k))
+    for k, folds in ((1, "doc"), (2, "doc"), (3, "doc"), (2, "sentence")):
+        sc, ref = fit_lm(texts, keys, LMParams(seed=0, feature_set=k, folds=folds))
         fit_classifiers(sc, ref, None)
-        scorers[k] = sc
-    times: dict[str, list[float]] = {"features_1": [], "features_2": [], "features_3": []}
+        scorers[k if folds == "doc" else f"{k}_{folds}"] = sc
+    times: dict[str, list[float]] = {f"features_{k}": [] for k in scorers}
     times["stats"] = []
     for _ in range(args.repeats):  # interleaved: load drifts hit both alike
         for k, sc in scorers.items():
@@ -72,6 +73,9 @@ def main() -> None:
         ),
         "set_3_extra_cpu_share_over_set_2": round(
             float(np.float64(med["features_3"]) / med["features_2"] - 1), 3
+        ),
+        "sentence_folds_extra_cpu_share_over_set_2": round(
+            float(np.float64(med["features_2_sentence"]) / med["features_2"] - 1), 3
         ),
     }
     path = ROOT / "outputs" / "benchmarks" / "coherence_speed.json"

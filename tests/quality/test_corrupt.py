@@ -81,6 +81,16 @@ def test_splices_take_sentences_of_other_documents_only():
         assert len(bad) == toks.lengths[i] and not (set(bad.tolist()) & own)
 
 
+def test_splices_of_a_document_without_tokens_are_empty():
+    toks = tokenize(["One two three. Four five.", "", "Six seven eight. Nine ten."], 10_000)
+    ends = np.array([token_hash(s) for s in corrupt.SENTENCE_ENDS], np.uint64)
+    for sources in (None, (1, 2)):
+        out = corrupt.splices(toks, np.random.default_rng(0), ends, [0, 1, 2], sources)
+        assert [len(x) for x in out] == toks.lengths.tolist()
+    bad, _ = corrupt.corrupt_tokens(toks, ("splice",), seed=1, splice_sources=(1, 2))
+    assert bad.lengths.tolist() == toks.lengths.tolist()
+
+
 def test_document_scale_features_see_topic_that_ngrams_do_not():
     """long_repeat and halves_shared: a document that comes back to its own names scores above
     the same sentences spliced from other documents, whose every n-gram is just as real."""

@@ -11,15 +11,18 @@ from pipeline.quality.lmscore import LMParams, fit_classifiers, fit_lm
 from synth_text import docs
 
 
-def test_scorer_file_round_trip(tmp_path):
+@pytest.mark.parametrize("folds", ["doc", "sentence"])
+def test_scorer_file_round_trip(tmp_path, folds):
     texts = docs(40, 6)
-    scorer, ref = fit_lm(texts, np.arange(40), LMParams(min_reference_docs=10))
+    texts.append(docs(1, 8)[0] + " " + texts[3].split(". ")[2] + ".")  # shares a sentence
+    scorer, ref = fit_lm(texts, np.arange(41), LMParams(min_reference_docs=10, folds=folds))
+    assert (scorer.router is None) == (folds == "doc")
     fit_classifiers(scorer, ref, None)
     path = tmp_path / "lm.npz"
     path.write_bytes(scorer_bytes(scorer))
     assert scorer_bytes(scorer) == path.read_bytes()  # deterministic bytes
     loaded = load_scorer(path)
-    probe, rows = docs(4, 7), np.arange(4)
+    probe, rows = docs(4, 7) + [texts[3]], np.array([0, 1, 2, 3, 3])  # + a reference copy
     np.testing.assert_array_equal(loaded.features(probe, rows)[0], scorer.features(probe, rows)[0])
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"junk")

@@ -406,13 +406,19 @@ def test_default_keeps_real_text_and_drops_salad(tmp_path):
     assert stats["docs_in"] == stats["docs_out"] + stats["dropped_low_quality"]
 
 
-def test_same_bytes_for_one_or_two_workers(tmp_path, monkeypatch):
+@pytest.mark.parametrize("folds", ["doc", "sentence"])
+def test_same_bytes_for_one_or_two_workers(tmp_path, monkeypatch, folds):
     """With 2 workers the LM and classifier fits are worker tasks: the driver never fits
-    (its fit functions raise here), and the bytes equal the inline run's."""
+    (its fit functions raise here), and the bytes equal the inline run's (also with the
+    per-sentence fold router, which travels in the scorer file)."""
     from pipeline.stages.quality import lm as stage_lm
 
     src, _ = _mixed(tmp_path)
-    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
+    quality = {"coherence_folds": folds}
+    stages = {
+        "download": {"source": "jsonl", "path": str(src), "docs_per_part": 40},
+        "quality": quality,
+    }
     run_stages(tmp_path / "w1", stages, workers=1)
 
     def not_in_the_driver(*args, **kwargs):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from helpers import run_stages
 from pipeline.sources.toy import good_doc
@@ -28,7 +29,8 @@ def _lm(run: Path) -> dict:
     return next(s for s in report["stages"] if s["stage"] == "quality")["stats"]["lm"]
 
 
-def test_min_words_50_to_30_moves_no_score_of_a_document_kept_both_times(tmp_path):
+@pytest.mark.parametrize("folds", ["doc", "sentence"])
+def test_min_words_50_to_30_moves_no_score_of_a_document_kept_both_times(tmp_path, folds):
     rng = np.random.default_rng(21)
     long = [good_doc(rng) for _ in range(90)]
     # 30-49 words: below clean's default floor, above 30
@@ -43,7 +45,7 @@ def test_min_words_50_to_30_moves_no_score_of_a_document_kept_both_times(tmp_pat
         stages = {
             "download": {"source": "jsonl", "path": str(src), "docs_per_part": 40},
             "clean": {"min_words": min_words},
-            "quality": {},
+            "quality": {"coherence_folds": folds},
         }
         runs[min_words] = tmp_path / f"w{min_words}"
         run_stages(runs[min_words], stages)

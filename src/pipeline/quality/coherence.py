@@ -63,30 +63,44 @@ REPEAT_DISTANCE = 32  # long_repeat: a content word seen at least this many toke
 CHUNK_TOKENS = 1 << 17  # doc_features works on runs of whole documents of about this many tokens
 
 
-def doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray, feature_set: int = 2) -> np.ndarray:
+def doc_features(
+    lm: NgramLM,
+    tokens: Tokens,
+    fold: np.ndarray,
+    feature_set: int = 2,
+    token_fold: np.ndarray | None = None,
+) -> np.ndarray:
     """float64 [n, len(FEATURE_SETS[feature_set])], each document scored by the model of its
-    fold (int [n], 0..lm.num_folds-1); documents without tokens get zeros. A document's row
+    fold (int [n], 0..lm.num_folds-1), or each token by the model of its `token_fold` (int [T],
+    quality/folds.py) where given; documents without tokens get zeros. A document's row
     depends on its own tokens only, so the documents go in runs of ~CHUNK_TOKENS tokens: the
     per-token arrays stay in cache (~15% less CPU than one pass over a 400k-token part)."""
     ends = np.cumsum(tokens.lengths)
     if len(ends) < 2 or ends[-1] <= CHUNK_TOKENS:
-        return _doc_features(lm, tokens, fold, feature_set)
+        return _doc_features(lm, tokens, fold, feature_set, token_fold)
     out, i, a = [], 0, 0
     while i < len(ends):  # [i, j): whole documents, at least one
         j = max(int(np.searchsorted(ends, a + CHUNK_TOKENS, side="right")), i + 1)
         b = int(ends[j - 1])
         sub = Tokens(tokens.ids[a:b], tokens.lengths[i:j], tokens.script[i:j])
-        out.append(_doc_features(lm, sub, fold[i:j], feature_set))
+        sub_fold = None if token_fold is None else token_fold[a:b]
+        out.append(_doc_features(lm, sub, fold[i:j], feature_set, sub_fold))
         i, a = j, b
     return np.concatenate(out)
 
 
-def _doc_features(lm: NgramLM, tokens: Tokens, fold: np.ndarray, feature_set: int) -> np.ndarray:
+def _doc_features(
+    lm: NgramLM,
+    tokens: Tokens,
+    fold: np.ndarray,
+    feature_set: int,
+    token_fold: np.ndarray | None = None,
+) -> np.ndarray:
     n = len(tokens.lengths)
     out = np.zeros((n, len(FEATURE_SETS[feature_set])))
     if len(tokens.ids) == 0:
         return out
-    lp, lu, hit, uni, lp2 = lm.log_probs(tokens, fold)
+    lp, lu, hit, uni, lp2 = lm.log_probs(tokens, fold, token_fold)
     gain = lp - lu
     doc = np.repeat(np.arange(n, dtype=np.int64), tokens.lengths)
     num = np.maximum(tokens.lengths, 1).astype(np.float64)

@@ -151,15 +151,15 @@ def splices(
             others = np.concatenate(
                 [np.arange(first[d], first[d + 1]) for d in pick.tolist()] or [np.zeros(0, int)]
             )
-        if len(others) == 0:
+        want, got, pieces = int(tokens.lengths[i]), 0, []
+        if len(others) == 0 or want == 0:  # nothing to draw from, or nothing to fill
             out.append(tokens.ids[starts[i] : starts[i + 1]].copy())
             continue
-        want, got, pieces = int(tokens.lengths[i]), 0, []
         while got < want:
             snt = sents[int(others[rng.integers(len(others))])]
             pieces.append(snt)
             got += len(snt)
-        out.append(np.concatenate(pieces)[: max(want, 1)])
+        out.append(np.concatenate(pieces)[:want])
     return out
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.quality.coherence import Coherence
+from pipeline.quality.folds import FoldRouter
 from pipeline.quality.lmscore import LMParams, LMScorer
 from pipeline.quality.ngram import TOKENIZER_VERSION, HashTable, NgramLM
 
@@ -37,6 +38,7 @@ def _params(sc: LMScorer) -> dict:
     """LMParams as stored: with feature set 1 (the default) the set-2 keys are left out, so a
     set-1 file has the bytes it had before they existed."""
     drop = ("feature_set", "detector_keep") if sc.params.feature_set == 1 else ()
+    drop += ("folds",) if sc.params.folds == "doc" else ()  # doc: the bytes before the key
     return {k: v for k, v in sc.params.__dict__.items() if k not in drop}
 
 
@@ -64,6 +66,8 @@ def scorer_bytes(sc: LMScorer) -> bytes:
     }
     arrays = {"meta_json": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
     arrays.update(_arrays(sc.lm))
+    if sc.router is not None:
+        arrays.update(sc.router.arrays())
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
         for name, arr in arrays.items():
@@ -95,6 +99,17 @@ def _load_cached(path: str, size: int) -> LMScorer:
                 f["discounts"],
                 f["uni_counts"],
             )
+            params = LMParams(**meta["params"])
+            router = None
+            if params.folds == "sentence":
+                router = FoldRouter(
+                    lm.num_folds,
+                    params.seed,
+                    f["route.sent_keys"],
+                    f["route.sent_fold"],
+                    f["route.doc_keys"],
+                    f["route.doc_fold"],
+                )
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise DataError(path, f"not a quality LM file ({exc})") from None
     classifiers = {
@@ -106,7 +121,7 @@ def _load_cached(path: str, size: int) -> LMScorer:
         )
         for s, c in meta["classifiers"].items()
     }
-    return LMScorer(lm, classifiers, LMParams(**meta["params"]), meta["usable"], meta["info"])
+    return LMScorer(lm, classifiers, params, meta["usable"], meta["info"], router)
 
 
 def load_scorer(path: Path) -> LMScorer:

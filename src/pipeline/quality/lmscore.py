@@ -23,6 +23,7 @@ from pipeline.quality.coherence import (
     train_coherence,
 )
 from pipeline.quality.corrupt import KINDS, corrupt_tokens
+from pipeline.quality.folds import FoldRouter, build_router, sentence_partners
 from pipeline.quality.logreg import roc_auc
 from pipeline.quality.ngram import SCRIPTS, NgramLM, Tokens, tokenize, train_lm
 
@@ -55,6 +56,10 @@ DETECTORS = {
     "markov": ("bigram_chain", "trigram_chain", "fourgram_chain"),
     "splice": ("splice",),
 }
+# folds: sentence: a reference document that shares sentences with more than this many other
+# reference documents (stitched from them: a splice, a spun page in a `self` reference) is no
+# positive; the document it copied from shares with one, and stays one
+POSITIVE_MAX_PARTNERS = 1
 DETECTOR_KEEP = 0.98  # default: each detector's bias keeps at least this share of the positives
 # Context gain (nats/token) below which context makes words *less* likely than their corpus
 # frequency: no real text does that; salad and shuffles do (~-0.6 measured). Coherence is
@@ -89,6 +94,9 @@ class LMParams:
     # the stage passes quality.coherence_features (default 2)
     feature_set: int = 1
     detector_keep: float = DETECTOR_KEEP  # set 2: each detector passes this share of positives
+    # quality/folds.py: "doc" (an lm.npz written before the key existed) or "sentence"; the
+    # stage passes quality.coherence_folds
+    folds: str = "doc"
 
 
 @dataclass
@@ -98,13 +106,22 @@ class LMScorer:
     params: LMParams
     usable: list[int]  # scripts with min_reference_docs reference documents
     info: dict[str, Any] = field(default_factory=dict)
+    router: FoldRouter | None = None  # folds: sentence (quality/folds.py); None: doc
+
+    def folds(self, tokens: Tokens, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(fold per document [n], fold per token [T] or None: the document's) of documents
+        with text keys `keys`: fold_of(key) (folds: doc) or the router's (folds: sentence)."""
+        if self.router is None:
+            return fold_of(keys, self.lm.num_folds, self.params.seed), None
+        return self.router.folds(tokens, keys)
 
     def features(self, texts: list[str], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(features float64 [n, F], script int8 [n]) of texts with fold keys `rows` (scored by
-        the model of fold_of(key): text_keys(texts)). Needs no classifier: runs in the workers."""
+        """(features float64 [n, F], script int8 [n]) of texts with fold keys `rows`
+        (text_keys(texts)), scored by the models of `folds`. Needs no classifier: runs in the
+        workers."""
         toks = tokenize(texts, self.params.max_chars)
-        fold = fold_of(rows, self.lm.num_folds, self.params.seed)
-        return doc_features(self.lm, toks, fold, self.params.feature_set), toks.script
+        fold, tok_fold = self.folds(toks, rows)
+        return doc_features(self.lm, toks, fold, self.params.feature_set, tok_fold), toks.script
 
     def coherence(self, feats: np.ndarray, script: np.ndarray) -> np.ndarray:
         """float64 [n]: P(coherent) x the absolute gates; NaN where the script has no model or
@@ -163,7 +180,12 @@ def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tupl
     k = int(min(params.num_folds, max(int(has.sum()), 2)))
     keep = np.flatnonzero(has)
     ref = Reference(toks.doc_slice(keep), ref_rows[keep])
-    lm = train_lm(ref.tokens, params.order, fold_of(ref.rows, k, params.seed), k)
+    router, routing = None, {"rule": "doc"}
+    if params.folds == "sentence":
+        router, doc_fold, routing = build_router(ref.tokens, ref.rows, k, params.seed)
+    else:
+        doc_fold = fold_of(ref.rows, k, params.seed)
+    lm = train_lm(ref.tokens, params.order, doc_fold, k)
     info: dict[str, Any] = {
         "reference_docs": int(has.sum()),
         "reference_tokens": int(toks.lengths.sum()),
@@ -172,8 +194,9 @@ def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tupl
         "folds": k,
         "ngrams": lm.num_ngrams,
         "discounts_fold0": [round(float(d), 4) for d in lm.discounts[:, 0]],
+        **({"fold_routing": routing} if router is not None else {}),
     }
-    return LMScorer(lm, {}, params, usable, info), ref
+    return LMScorer(lm, {}, params, usable, info, router), ref
 
 
 def fit_classifiers(
@@ -186,11 +209,11 @@ def fit_classifiers(
     documents' features if already computed (self: the corpus pass), else computed here;
     `extra` = labelled texts (a seed set: 1 good, 0 bad)."""
     if ref_feats is None:
-        fold = fold_of(ref.rows, sc.lm.num_folds, sc.params.seed)
-        ref_feats = doc_features(sc.lm, ref.tokens, fold, sc.params.feature_set)
+        fold, tok_fold = sc.folds(ref.tokens, ref.rows)
+        ref_feats = doc_features(sc.lm, ref.tokens, fold, sc.params.feature_set, tok_fold)
     sc.info["classifiers"] = {}
     for s in sc.usable:
-        clf, cinfo = _fit_script(s, ref, ref_feats, sc.lm, sc.params, extra)
+        clf, cinfo = _fit_script(s, ref, ref_feats, sc, extra)
         sc.classifiers[s] = clf
         sc.info["classifiers"][SCRIPTS[s]] = cinfo
 
@@ -241,12 +264,14 @@ def _fit_script(
     script: int,
     ref: Reference,
     ref_feats: np.ndarray,
-    lm: NgramLM,
-    params: LMParams,
+    sc: LMScorer,
     extra: tuple[list[str], np.ndarray] | None,
 ) -> tuple[Coherence, dict[str, Any]]:
     """Positives: this script's reference documents (capped, seeded); negatives: one
-    corruption of each, scored by the fold model of its source (which never saw the source)."""
+    corruption of each, scored by the fold model of its source (which never saw the source),
+    with folds: sentence each routed sentence by the model of the document it was copied from
+    (a splice's sentences by models that never saw them)."""
+    lm, params = sc.lm, sc.params
     names = FEATURE_SETS[params.feature_set]
     idx = np.flatnonzero(ref.tokens.script == script)
     rng = np.random.default_rng(params.seed + script)
@@ -262,10 +287,13 @@ def _fit_script(
         params.seed,
         splice_sources=SPLICE_SOURCES if v2 else None,
     )
-    fold = fold_of(ref.rows[idx], lm.num_folds, params.seed)
+    fold, tok_fold = sc.folds(bad, ref.rows[idx])
     f_pos = ref_feats[idx]
-    f_neg = doc_features(lm, bad, fold, params.feature_set)
+    f_neg = doc_features(lm, bad, fold, params.feature_set, tok_fold)
     coherent = f_pos[:, 1] >= GAIN_FLOOR  # the positives: reference documents context helps
+    if sc.router is not None:
+        # and (folds: sentence) that are not stitched from other reference documents' sentences
+        coherent &= sentence_partners(ref.tokens)[idx] <= POSITIVE_MAX_PARTNERS
     f_pos, f_neg, kinds = (
         f_pos[coherent],
         f_neg[coherent],

@@ -250,8 +250,12 @@ class NgramLM:
         """Distinct n-grams of all orders over all folds."""
         return int(sum(len(v) for v in self.values))
 
-    def log_probs(self, tokens: Tokens, fold: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per token (in document order), scored by the model of its document's fold (int [n]):
+    def log_probs(
+        self, tokens: Tokens, fold: np.ndarray, token_fold: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        """Per token (in document order), scored by the model of its document's fold (int [n]),
+        or of its own fold where `token_fold` (int [T]) is given (the whole n-gram and its
+        context are looked up in the token's model):
         ln P_KN(w | context), ln P_unigram(w), the highest order whose n-gram that model saw
         (int8, 0: unseen word), the word's raw count in that model (float32) and ln P_KN(w |
         previous word) (the bigram level, for the gain of longer contexts). Each [T].
@@ -265,6 +269,8 @@ class NgramLM:
         k_folds = np.int64(self.num_folds)
         g = _grams(tokens, self.order)
         col_all = np.repeat(fold.astype(np.int64), tokens.lengths + (self.order - 1))
+        if token_fold is not None:
+            col_all[g.target] = token_fold
         # per order, the flat (row, fold) index of every padded position (1D gathers: numpy's
         # 2-D fancy indexing is several times slower)
         at = [
@@ -272,6 +278,9 @@ class NgramLM:
             for lv, h in zip(levels, g.h, strict=True)
         ]
         col = col_all[1:]  # from here on, positions 1.. (position 0 is a pad)
+        # a context is the (k-1)-gram one position earlier, gathered in *this* token's model:
+        # with per-token folds the earlier position's fold can differ (a sentence seam)
+        shift = None if token_fold is None else col - col_all[:-1]
         lv1 = levels[0]
         c1 = lv1.count[at[0][1:]]
         total1, types1, _ = (x[col] for x in lv1.fold_consts)
@@ -280,6 +289,8 @@ class NgramLM:
         hit = (c1 > 0).astype(np.int8)
         for k in range(2, self.order + 1):
             ctx, a = levels[k - 2], at[k - 2][:-1]  # the (k-1)-gram one position earlier
+            if shift is not None:
+                a = a + shift
             den = ctx.total[a]
             found = den > 0  # a context only fold f saw is unseen for model f
             den = np.where(found, den, np.float32(1.0))

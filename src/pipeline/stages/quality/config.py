@@ -90,6 +90,12 @@ class QualityConfig:
         lt=1.0,
         doc="sets 2-3: each detector's bias passes at least this reference share",
     )
+    coherence_folds: Literal["doc", "sentence"] = option(
+        "doc",
+        "which fold model scores a token: doc = its document's (text hash); sentence = also"
+        " reference documents sharing a sentence share a fold, and a copied reference sentence"
+        " is scored by the model of the document it came from",
+    )
     max_perplexity: float | None = option(None, "also drop documents above this LM perplexity")
     perplexity_buckets: bool = option(False, "add CCNet's head/middle/tail `lm_bucket` column")
     keep_rule: Literal["min_score", "keep_fraction", "pareto"] = option(

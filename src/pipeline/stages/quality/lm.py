@@ -225,6 +225,7 @@ def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
         max_train_docs=cfg.coherence_train_docs,
         feature_set=cfg.coherence_features,
         detector_keep=cfg.coherence_detector_keep,
+        folds=cfg.coherence_folds,
         max_chars=cfg.max_chars,
         seed=seed,
     )
