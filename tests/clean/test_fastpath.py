@@ -6,6 +6,7 @@ per character is exact for the stop words, and PII's digit check never skips a m
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 from hypothesis import given, settings
@@ -190,3 +191,57 @@ def test_redact_prechecks_change_nothing(pieces):
 @given(st.text("a \n\x00\x0b\x7f\x85\x9f\ufeff\ufffe\uffff\u00e9\u4e2d", max_size=20))
 def test_control_check_is_exact(text):
     assert normalize._may_have_control(text) == bool(normalize._CONTROL_RE.search(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*pii._KEY_HINTS, "k", "_", "-", "gh", "A", "I", "x", " "])))
+def test_key_check_never_skips_a_hint(pieces):
+    text = "".join(pieces)
+    if any(h in text for h in pii._KEY_HINTS):
+        assert pii.may_have_key(text)
+    if not pii.may_have_key(text):
+        assert not pii._KEY_RE.search(text)
+
+
+def test_nfkc_leaves_only_these_odd_spaces():
+    """fold_whitespace(nfkc_clean=True) looks for NFKC_ODD_SPACES and "\\t" only: every other
+    whitespace character is a control or decomposes (NFKC) to characters that are none."""
+    chars = map(chr, range(0x110000))
+    odd = {c for c in chars if c.isspace() and c not in " \n"}
+    assert all(re.fullmatch(r"[^\S\n ]", c) for c in odd)
+    survive = {
+        c
+        for c in odd
+        if not normalize._CONTROL_RE.match(c) and c != "\r" and not unicodedata.decomposition(c)
+    }
+    assert survive == {"\t", *normalize.NFKC_ODD_SPACES}
+    made = set()
+    for c in map(chr, range(0x110000)):
+        if unicodedata.decomposition(c):
+            made.update(x for x in unicodedata.normalize("NFKC", c) if x in odd)
+    assert not made
+
+
+def test_boilerplate_check_lowers_only_what_it_must():
+    """Non-ASCII characters whose lower case holds ASCII: İ ("i" + U+0307) and the Kelvin sign."""
+    low_ascii = [c for c in range(128, 0x110000) if any(ord(x) < 128 for x in chr(c).lower())]
+    assert low_ascii == [0x130, 0x212A]
+
+
+_NORM_PIECES = st.sampled_from(
+    ["\n", " ", "a", "e\u0301", "\u0301", "\u0323", "\u1100", "\u1161", "\u11a8", "\uff21",
+     "\ufb01", "\u00a0", "\u2003", "\u3000", "\u1680", "\u2028", "\t", "  ", "\u0130", "\u212a",
+     "COOKIE", "Java", "Script", "terms of", " use", "Privacy Policy", "\u4e2d", "\x0b"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NORM_PIECES, max_size=20))
+def test_line_by_line_nfkc_and_its_checks_equal_the_whole_text_ones(pieces):
+    text = "".join(pieces)
+    assert normalize.nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert normalize._may_have_boilerplate_text(text) == normalize.may_have_boilerplate(
+        text.lower()
+    )
+    clean = unicodedata.normalize("NFKC", normalize._CONTROL_RE.sub("", text))
+    assert normalize.fold_whitespace(clean, True) == normalize.fold_whitespace(clean)

@@ -127,6 +127,18 @@ _KEY_HINTS = (
 )  # fmt: skip
 
 
+def may_have_key(text: str) -> bool:
+    """False only if no _KEY_HINTS literal is in `text` (True for every text that holds one),
+    in 7 scans instead of 17 (each absent literal costs a scan of the whole text): the nine
+    literals with "_" are looked for only in texts with a "_" (few), and then as "k_" (sk_,
+    pk_, rk_), "gh" (gh?_) and "github_pat_"; the three with "-" only in texts with a "-"."""
+    if "_" in text and ("k_" in text or "gh" in text or "github_pat_" in text):
+        return True
+    if "-" in text and ("sk-" in text or "glpat-" in text or "-----BEGIN" in text):
+        return True
+    return "xox" in text or "eyJ" in text or "AIza" in text or "AKIA" in text or "ASIA" in text
+
+
 def digit_hints(texts: list[str]) -> np.ndarray:
     """bool [len(texts), 2]: (may hold an IPv4 address, may hold a phone number), from one
     numpy pass over the batch's digits and dots. An IPv4 address has three dots, each between
@@ -214,10 +226,10 @@ def redact(
     Each pattern runs only where a cheap check says it can match (the patterns cost ~20 MB/s
     each, the checks ~1 GB/s): a URL needs "://" or "www.", an email an "@" between a
     local-part character and a letter or digit (_may_email), a key shape its
-    literal prefix and a long key a word of >= 32 characters (every key is a run of >=
-    KEY_MIN_CHARS non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need three dots between
-    digits and phone numbers digits close together (`has_digits`, `may_ipv4`, `may_phone`:
-    digit_hints).
+    literal prefix (may_have_key) and a long key a word of >= 32 characters (every key is a
+    run of >= KEY_MIN_CHARS non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need
+    three dots between digits and phone numbers digits close together (`has_digits`,
+    `may_ipv4`, `may_phone`: digit_hints).
     """
     counts = dict.fromkeys(kinds, 0)
     if "url" in kinds and (
@@ -228,7 +240,7 @@ def redact(
         text, counts["email"] = _sub(_EMAIL_RE, text, "email", None)
     if "key" in kinds and (max_word_length is None or max_word_length >= KEY_MIN_CHARS):
         n1 = n2 = 0
-        if any(h in text for h in _KEY_HINTS):
+        if may_have_key(text):
             text, n1 = _sub(_KEY_RE, text, "key", None)
         if (max_word_length is None or max_word_length >= 32) and any(
             len(w) >= 32 for w in text.split()

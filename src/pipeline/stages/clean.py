@@ -432,4 +432,5 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=_reduce(sums, counts, cfg), counts=counts)
 
 
-STAGE = Stage("clean", CleanConfig, run, version="3", needs=("download",))  # 2: v2 rules; 3: keys from 15 chars
+# 2: v2 rules; 3: keys from 15 chars
+STAGE = Stage("clean", CleanConfig, run, version="3", needs=("download",))
