@@ -37,6 +37,9 @@ EDGE = [
     "1950年5月30日，他说：“好。”然后走了。" * 12,
     "🙂 emoji 𠀀 astral 𝔘 text. " * 30,
     "The\u0130 \u212a kelvin THE AND \u0130the. " * 20,
+    # hard-wrapped: two paragraphs join to the same line from different raw lines
+    "This line was wrapped at a fixed width by a mail program of\nold and it goes on.\n\n"
+    "This line was wrapped at a fixed width by a mail program\nof old and it goes on.",
 ]
 
 
@@ -245,3 +248,23 @@ def test_line_by_line_nfkc_and_its_checks_equal_the_whole_text_ones(pieces):
     )
     clean = unicodedata.normalize("NFKC", normalize._CONTROL_RE.sub("", text))
     assert normalize.fold_whitespace(clean, True) == normalize.fold_whitespace(clean)
+
+
+_WRAP_LINES = st.sampled_from(
+    ["This line was wrapped at a fixed width by a mail program of", "old and it goes on",
+     "and on without an end mark until the paragraph is done here.", "", "", "- a bullet",
+     "ROMEO:", "Q:", "The same line is here again, wrapped at the width too and", "short.",
+     "中文的句子，很长的句子没有空格还有一句话，很长的句子没有空格还有一句话，很长的", "x" * 12,
+     "It trails off at the end of the line, as wrapped lines can do...", "  indented line"
+     " that goes on past the wrap width without a stop", "A sentence! Another one? Yes"]
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_WRAP_LINES, min_size=1, max_size=14), min_size=1, max_size=4))
+def test_batch_equals_reference_on_wrapped_and_labelled_text(docs):
+    """Hard-wrapped texts and label lines: the batch path joins their logical lines itself."""
+    texts = ["\n".join(lines) for lines in docs]
+    got = textstats.filter_stats_batch(texts, None, (5, 30))
+    want = np.array([ref.filter_stats(t, None, (5, 30)) for t in texts])
+    assert _same(got, want)
