@@ -268,3 +268,34 @@ def test_batch_equals_reference_on_wrapped_and_labelled_text(docs):
     got = textstats.filter_stats_batch(texts, None, (5, 30))
     want = np.array([ref.filter_stats(t, None, (5, 30)) for t in texts])
     assert _same(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["Lorem IPSUM", "lorem", " ipsum", "COOKIE", "{", "\u0130", "\u212a",
+                             "中", "Java", "script", "Terms of Use", "a", " ", "\n", "İpsum"]),
+            max_size=8,
+        ).map("".join),
+        min_size=1,
+        max_size=4,
+    )
+)  # fmt: skip
+def test_c4_check_finds_what_each_text_holds(texts):
+    def want(t: str) -> bool:
+        low = t.lower()
+        return "{" in t or "lorem ipsum" in low or normalize.may_have_boilerplate(low)
+
+    got = lines._c4_check(segment(texts), texts)
+    assert got.tolist() == [want(t) for t in texts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["1", "23", "456", " ", "-", ".", "(", ")", "+", "a", "\n", "x1",
+                                 "555-201-1234", "+44 20 7946 0958", "(555) 201", "١٢٣"]),
+                max_size=30))  # fmt: skip
+def test_phone_runs_find_what_the_whole_text_pattern_finds(pieces):
+    text = "".join(pieces)
+    want = pii._sub(pii._PHONE_RE, text, "phone", lambda m: pii._is_phone(m.group(0)))
+    assert pii._sub_phones(text) == want

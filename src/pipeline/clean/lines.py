@@ -303,9 +303,13 @@ def _logical_dups(seg, ss, se, length, R, g0, size, La, L, llen, D):  # noqa: N8
 
 def _c4_check(seg: Segments, texts: list[str]) -> np.ndarray:
     """bool [d]: texts holding `{`, "lorem ipsum" or a policy phrase (any case), which C4 must
-    look for line by line: found in the batch's text (one lower(), C-speed finds), not per text."""
-    low = seg.text.lower()
-    if len(low) != len(seg.text):  # U+0130 lower-cases to two characters: positions shift
+    look for line by line: found in the batch's text (one lower(), C-speed finds), not per text.
+    The phrases are ASCII, so they are looked for in the text's ASCII bytes, lower-cased, every
+    other character one "?" (positions kept), as normalize._may_have_boilerplate_text does."""
+    if seg.cp.dtype == np.uint8:  # an ASCII batch
+        low: str | bytes = seg.text.lower()
+        phrases: tuple = ("lorem ipsum", *BOILERPLATE_HINTS)
+    elif "\u212a" in seg.text:  # KELVIN SIGN lower-cases to "k"
         return np.array(
             [
                 "{" in t or "lorem ipsum" in t.lower() or may_have_boilerplate(t.lower())
@@ -313,9 +317,12 @@ def _c4_check(seg: Segments, texts: list[str]) -> np.ndarray:
             ],
             bool,
         )
+    else:
+        low = seg.text.encode("ascii", "replace").lower()
+        phrases = tuple(h.encode("ascii") for h in ("lorem ipsum", *BOILERPLATE_HINTS))
     hit = np.zeros(seg.num_docs, bool)
     starts, ends = seg.doc_starts.tolist(), seg.doc_ends.tolist()
-    for hay, needles in ((seg.text, ("{",)), (low, ("lorem ipsum", *BOILERPLATE_HINTS))):
+    for hay, needles in ((seg.text, ("{",)), (low, phrases)):
         for needle in needles:
             i = hay.find(needle)
             while i != -1:

@@ -60,6 +60,10 @@ _PHONE_RE = re.compile(
     r"|\d{1,4}(?:[ .-]\d{1,4}){1,5}"  # 555-201-1234, 030 1234 5678
     r")(?![\w]|[.-]\d)"
 )
+# a run of the characters phone matches are made of (digits, " .-()+"), from a character a match
+# can start with, 7 or more long: every _PHONE_RE match lies in one such run (it is bounded by a
+# character no match holds), and one that _is_phone accepts needs >= 7 digits
+_PHONE_RUN_RE = re.compile(r"[\d(+][\d .()+-]{6,}")
 _DATE_RE = re.compile(r"(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})")
 
 
@@ -213,6 +217,31 @@ def _sub(pattern: re.Pattern[str], text: str, kind: str, check) -> tuple[str, in
     return pattern.sub(repl, text), count
 
 
+def _sub_phones(text: str) -> tuple[str, int]:
+    """= _sub(_PHONE_RE, text, "phone", _is_phone), ~2x faster: the pattern runs only inside the
+    _PHONE_RUN_RE runs with >= 7 digits (finditer's pos keeps the look-behind on the text
+    before; endpos 2 past the run keeps the look-ahead). No match crosses a run's edge, so the
+    matches, and which ones are replaced, are those sub finds over the whole text."""
+    parts: list[str] = []
+    last = count = 0
+    n = len(text)
+    for run in _PHONE_RUN_RE.finditer(text):
+        if sum(c.isdigit() for c in run.group(0)) < 7:
+            continue
+        a, b = run.span()
+        for m in _PHONE_RE.finditer(text, a, min(n, b + 2)):
+            if m.start() >= b:
+                break
+            if _is_phone(m.group(0)):
+                parts += (text[last : m.start()], PLACEHOLDER["phone"])
+                last = m.end()
+                count += 1
+    if not count:
+        return text, 0
+    parts.append(text[last:])
+    return "".join(parts), count
+
+
 def redact(
     text: str,
     kinds: tuple[str, ...] = PII_KINDS,
@@ -255,5 +284,5 @@ def redact(
             text, n4 = _sub(_IPV4_RE, text, "ip", _is_ipv4)
         counts["ip"] = n6 + n4
     if "phone" in kinds and has_digits and may_phone:
-        text, counts["phone"] = _sub(_PHONE_RE, text, "phone", lambda m: _is_phone(m.group(0)))
+        text, counts["phone"] = _sub_phones(text)
     return text, counts
