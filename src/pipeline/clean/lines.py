@@ -140,8 +140,8 @@ def line_stats_batch(
     dominant: np.ndarray,
     c4_args: tuple[int, int],
 ) -> np.ndarray:
-    """Fill the line statistics (textstats._line_stats) of the documents it can measure from
-    raw lines; returns bool [d]: True where done (False: use the per-document code)."""
+    """Fill the line statistics (textstats._line_stats) of every document but those C4 must
+    search line by line; returns bool [d]: True where done (False: use the per-document code)."""
     d, cp, text = seg.num_docs, seg.cp, seg.text
     n_chars = seg.doc_ends - seg.doc_starts
     n_tok = np.diff(seg.word_offsets)

@@ -394,7 +394,7 @@ def _batch_stats(texts: list[str], c4_args: tuple[int, int]) -> np.ndarray:
         if len(docs):
             out[docs, STAT_INDEX["stop_words"]] = stop_word_counts(seg, docs, stop, _STRIP)
     done = line_stats_batch(seg, texts, out, STAT_INDEX, dominant, c4_args)
-    for i in np.flatnonzero(~done).tolist():  # hard-wrapped, labelled or C4-checked texts
+    for i in np.flatnonzero(~done).tolist():  # texts C4 must search line by line
         _line_stats(texts[i], out[i], int(dominant[i]), c4_args, int(n_tok[i]))
     return out
 
