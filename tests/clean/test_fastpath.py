@@ -6,6 +6,7 @@ per character is exact for the stop words, and PII's digit check never skips a m
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 from hypothesis import given, settings
@@ -36,6 +37,9 @@ EDGE = [
     "1950年5月30日，他说：“好。”然后走了。" * 12,
     "🙂 emoji 𠀀 astral 𝔘 text. " * 30,
     "The\u0130 \u212a kelvin THE AND \u0130the. " * 20,
+    # hard-wrapped: two paragraphs join to the same line from different raw lines
+    "This line was wrapped at a fixed width by a mail program of\nold and it goes on.\n\n"
+    "This line was wrapped at a fixed width by a mail program\nof old and it goes on.",
 ]
 
 
@@ -190,3 +194,121 @@ def test_redact_prechecks_change_nothing(pieces):
 @given(st.text("a \n\x00\x0b\x7f\x85\x9f\ufeff\ufffe\uffff\u00e9\u4e2d", max_size=20))
 def test_control_check_is_exact(text):
     assert normalize._may_have_control(text) == bool(normalize._CONTROL_RE.search(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*pii._KEY_HINTS, "k", "_", "-", "gh", "A", "I", "x", " "])))
+def test_key_check_never_skips_a_hint(pieces):
+    text = "".join(pieces)
+    if any(h in text for h in pii._KEY_HINTS):
+        assert pii.may_have_key(text)
+    if not pii.may_have_key(text):
+        assert not pii._KEY_RE.search(text)
+
+
+def test_nfkc_leaves_only_these_odd_spaces():
+    """fold_whitespace(nfkc_clean=True) looks for NFKC_ODD_SPACES and "\\t" only: every other
+    whitespace character is a control or decomposes (NFKC) to characters that are none."""
+    chars = map(chr, range(0x110000))
+    odd = {c for c in chars if c.isspace() and c not in " \n"}
+    assert all(re.fullmatch(r"[^\S\n ]", c) for c in odd)
+    survive = {
+        c
+        for c in odd
+        if not normalize._CONTROL_RE.match(c) and c != "\r" and not unicodedata.decomposition(c)
+    }
+    assert survive == {"\t", *normalize.NFKC_ODD_SPACES}
+    made = set()
+    for c in map(chr, range(0x110000)):
+        if unicodedata.decomposition(c):
+            made.update(x for x in unicodedata.normalize("NFKC", c) if x in odd)
+    assert not made
+
+
+def test_boilerplate_check_lowers_only_what_it_must():
+    """Non-ASCII characters whose lower case holds ASCII: İ ("i" + U+0307) and the Kelvin sign."""
+    low_ascii = [c for c in range(128, 0x110000) if any(ord(x) < 128 for x in chr(c).lower())]
+    assert low_ascii == [0x130, 0x212A]
+
+
+_NORM_PIECES = st.sampled_from(
+    ["\n", " ", "a", "e\u0301", "\u0301", "\u0323", "\u1100", "\u1161", "\u11a8", "\uff21",
+     "\ufb01", "\u00a0", "\u2003", "\u3000", "\u1680", "\u2028", "\t", "  ", "\u0130", "\u212a",
+     "COOKIE", "Java", "Script", "terms of", " use", "Privacy Policy", "\u4e2d", "\x0b"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NORM_PIECES, max_size=20))
+def test_line_by_line_nfkc_and_its_checks_equal_the_whole_text_ones(pieces):
+    text = "".join(pieces)
+    assert normalize.nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert normalize._may_have_boilerplate_text(text) == normalize.may_have_boilerplate(
+        text.lower()
+    )
+    clean = unicodedata.normalize("NFKC", normalize._CONTROL_RE.sub("", text))
+    assert normalize.fold_whitespace(clean, True) == normalize.fold_whitespace(clean)
+
+
+_WRAP_LINES = st.sampled_from(
+    ["This line was wrapped at a fixed width by a mail program of", "old and it goes on",
+     "and on without an end mark until the paragraph is done here.", "", "", "- a bullet",
+     "ROMEO:", "Q:", "The same line is here again, wrapped at the width too and", "short.",
+     "中文的句子，很长的句子没有空格还有一句话，很长的句子没有空格还有一句话，很长的", "x" * 12,
+     "It trails off at the end of the line, as wrapped lines can do...", "  indented line"
+     " that goes on past the wrap width without a stop", "A sentence! Another one? Yes"]
+)  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(_WRAP_LINES, min_size=1, max_size=14), min_size=1, max_size=4))
+def test_batch_equals_reference_on_wrapped_and_labelled_text(docs):
+    """Hard-wrapped texts and label lines: the batch path joins their logical lines itself."""
+    texts = ["\n".join(lines) for lines in docs]
+    got = textstats.filter_stats_batch(texts, None, (5, 30))
+    want = np.array([ref.filter_stats(t, None, (5, 30)) for t in texts])
+    assert _same(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["Lorem IPSUM", "lorem", " ipsum", "COOKIE", "{", "\u0130", "\u212a",
+                             "中", "Java", "script", "Terms of Use", "a", " ", "\n", "İpsum"]),
+            max_size=8,
+        ).map("".join),
+        min_size=1,
+        max_size=4,
+    )
+)  # fmt: skip
+def test_c4_check_finds_what_each_text_holds(texts):
+    def want(t: str) -> bool:
+        low = t.lower()
+        return "{" in t or "lorem ipsum" in low or normalize.may_have_boilerplate(low)
+
+    got = lines._c4_check(segment(texts), texts)
+    assert got.tolist() == [want(t) for t in texts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["1", "23", "456", " ", "-", ".", "(", ")", "+", "a", "\n", "x1",
+                                 "555-201-1234", "+44 20 7946 0958", "(555) 201", "١٢٣"]),
+                max_size=30))  # fmt: skip
+def test_phone_runs_find_what_the_whole_text_pattern_finds(pieces):
+    text = "".join(pieces)
+    want = pii._sub(pii._PHONE_RE, text, "phone", lambda m: pii._is_phone(m.group(0)))
+    assert pii._sub_phones(text) == want
+
+
+def test_packed_radix_sort_equals_np_sort():
+    from pipeline.clean import ngrams
+
+    rng = np.random.default_rng(5)
+    for n in (10, 5000, 70000):
+        pos = np.sort(rng.choice(1 << 24, n, replace=False)).astype(np.uint64)
+        h = rng.integers(0, 1 << 63, n, dtype=np.int64).astype(np.uint64) << np.uint64(1)
+        h[rng.integers(0, n, n // 2)] = h[rng.integers(0, n, n // 2)]  # repeated hashes
+        h[: n // 10] &= np.uint64(0xFFFF << 48)  # equal low digits, differing high ones
+        key = (h & ~ngrams._POS_MASK) | pos
+        assert (ngrams._sort_packed(key) == np.sort(key)).all()

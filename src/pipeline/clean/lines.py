@@ -5,9 +5,11 @@ repeated lines and paragraphs are grouped by hash, then confirmed by comparing t
 (so a hash collision cannot count a repeat). Sentence ends are counted from character flags,
 exactly as textstats' regexes count them (tests/clean/test_fastpath.py checks both).
 
-Only documents whose logical lines are their raw lines are measured here. A hard-wrapped text
-or one with label lines (textstats.logical_lines joins those), and a text where C4 must look
-for "lorem ipsum", `{` or a policy phrase line by line, is left to textstats' per-document code:
+The line rules read logical lines (textstats.logical_lines): in a hard-wrapped text, or after
+a label line, raw lines are joined by one space. Here a logical line is a run of consecutive
+raw lines; its counts are sums over them, its end is its last raw line's end, and its hash is
+the hash of the joined string, built from the raw lines' hashes. Only a text where C4 must look
+for "lorem ipsum", `{` or a policy phrase line by line is left to textstats' per-document code:
 `line_stats_batch` says which documents it did.
 """
 
@@ -20,6 +22,7 @@ import numpy as np
 from pipeline.clean.charclass import SPACE, UNSPACED
 from pipeline.clean.normalize import BOILERPLATE_HINTS, may_have_boilerplate
 from pipeline.clean.segment import Segments, doc_sums
+from pipeline.hashing import poly_powers
 
 _MARK, _CLOSER, _CLAUSE, _FINEWEB, _C4, _UNSP, _BULLET = (1 << i for i in range(7))
 
@@ -99,13 +102,13 @@ def _sentence_marks(
     return pos, spaced, unspaced
 
 
-def _dups(text: str, starts: np.ndarray, ends: np.ndarray, group: np.ndarray, d: int, h):
-    """(repeats, their chars) int64 [d] each: spans whose string was seen before in their group
-    (the first copy not counted), as textstats.find_duplicates. Hash-equal spans only are
-    compared as strings."""
+def _dups(get, lengths: np.ndarray, group: np.ndarray, d: int, h):
+    """(repeats, their chars) int64 [d] each: items whose string get(i) was seen before in
+    their group (the first copy not counted), as textstats.find_duplicates. Hash-equal items
+    only are compared as strings."""
     dup = np.zeros(d, np.int64)
     dup_chars = np.zeros(d, np.int64)
-    if len(starts) < 2:
+    if len(lengths) < 2:
         return dup, dup_chars
     order = np.lexsort((h, group))
     hs, gs = h[order], group[order]
@@ -115,14 +118,18 @@ def _dups(text: str, starts: np.ndarray, ends: np.ndarray, group: np.ndarray, d:
     member = np.concatenate((same, [False])) | np.concatenate(([False], same))
     seen: set[tuple[int, str]] = set()
     for i in order[member].tolist():
-        a, b, g = int(starts[i]), int(ends[i]), int(group[i])
-        key = (g, text[a:b])
+        g = int(group[i])
+        key = (g, get(i))
         if key in seen:
             dup[g] += 1
-            dup_chars[g] += b - a
+            dup_chars[g] += int(lengths[i])
         else:
             seen.add(key)
     return dup, dup_chars
+
+
+def _span_getter(text: str, starts: np.ndarray, ends: np.ndarray):
+    return lambda i: text[int(starts[i]) : int(ends[i])]
 
 
 def line_stats_batch(
@@ -133,8 +140,8 @@ def line_stats_batch(
     dominant: np.ndarray,
     c4_args: tuple[int, int],
 ) -> np.ndarray:
-    """Fill the line statistics (textstats._line_stats) of the documents it can measure from
-    raw lines; returns bool [d]: True where done (False: use the per-document code)."""
+    """Fill the line statistics (textstats._line_stats) of every document but those C4 must
+    search line by line; returns bool [d]: True where done (False: use the per-document code)."""
     d, cp, text = seg.num_docs, seg.cp, seg.text
     n_chars = seg.doc_ends - seg.doc_starts
     n_tok = np.diff(seg.word_offsets)
@@ -163,12 +170,13 @@ def line_stats_batch(
     if not full.any():
         return np.ones(d, bool)  # no line at all: no line statistic (as textstats)
 
-    # documents whose logical lines are not their raw lines (textstats.logical_lines)
+    # logical lines (textstats.logical_lines): a label line is joined to the next line, and so
+    # is a full line of a hard-wrapped document that goes on in its paragraph with no end mark
     label_cand = np.flatnonzero(cont & (last == _COLON) & (length <= 40))
-    label = np.zeros(d, bool)
+    join = np.zeros(len(ls), bool)  # raw line i is joined (by one space) to raw line i + 1
     for i in label_cand.tolist():
         if text[ss[i] : se[i]].count(" ") < 4:
-            label[ldoc[i]] = True
+            join[i] = True
     fl = np.flatnonzero(full)
     key = np.sort((ldoc[fl].astype(np.int64) << 32) | length[fl])
     off = np.concatenate(([0], np.cumsum(nlog)[:-1]))
@@ -182,23 +190,35 @@ def line_stats_batch(
         & (wrapped >= 2)
         & (2 * wrapped >= per_doc(open_))
     )
+    join |= wrapped_doc[ldoc] & open_ & (length >= WRAP_FULL * width[ldoc])
+    bullet = full & ((_FLAGS[cp[np.minimum(ss, len(cp) - 1)]] & _BULLET) != 0)
+    join &= ~np.append(bullet[1:], False)  # (join implies cont: the next line is not blank)
     c4_check = _c4_check(seg, texts)
-    done = ~(label | wrapped_doc | c4_check) | (nlog == 0)
+    done = ~c4_check | (nlog == 0)
     todo = done & (nlog > 0)
-    sel = full & todo[ldoc]  # the logical lines measured here
-    lines = np.flatnonzero(sel)
-    if not len(lines):
+    R = np.flatnonzero(full & todo[ldoc])  # noqa: N806  the raw lines measured here
+    if not len(R):
         return done
-    L, D = lines, ldoc[lines]  # noqa: N806
+    # logical line j is raw lines R[g0[j]] .. R[g1[j]] (consecutive: a join has no blank line)
+    lstart = np.ones(len(R), bool)
+    lstart[1:] = ~join[R[:-1]] | (R[1:] != R[:-1] + 1)
+    g0 = np.flatnonzero(lstart)
+    g1 = np.append(g0[1:], len(R)) - 1
+    L, La = R[g1], R[g0]  # noqa: N806  each logical line's last and first raw line
+    D = ldoc[La]  # noqa: N806
+    size = g1 - g0 + 1
     per = lambda v: np.bincount(D, weights=v, minlength=d).astype(np.int64)  # noqa: E731
     rows = np.flatnonzero(todo)
+    nlog = np.bincount(D, minlength=d)  # logical lines per document
     nl_doc = nlog[rows]
+    joins = np.bincount(D, weights=size - 1, minlength=d).astype(np.int64)
+    llen = np.add.reduceat(length[R], g0) + (size - 1)  # one space per join
 
     def put(name: str, values: np.ndarray, where: np.ndarray | None = None) -> None:
         r = rows if where is None else rows[where]
         out[r, index[name]] = values if where is None else values[where]
 
-    bullets = per((_FLAGS[cp[ss[L]]] & _BULLET) != 0)
+    bullets = per(bullet[La])
     put("bullet_lines_frac", bullets[rows] / nl_doc)
     # v2: the text's last line may trail off ("..."): only earlier lines count as truncated
     e = se[L]
@@ -206,7 +226,7 @@ def line_stats_batch(
     dots &= cp[np.maximum(e - 3, 0)] == _DOT
     ell = (dots | (cp[e - 1] == _ELLIPSIS)) & np.append(D[1:] == D[:-1], False)
     put("ellipsis_lines_frac", per(ell)[rows] / nl_doc)
-    dup, dup_chars = _dups(text, ss[L], se[L], D, d, seg.span_hashes(ss[L], se[L]))
+    dup, dup_chars = _logical_dups(seg, ss, se, length, R, g0, size, La, L, llen, D)
     put("dup_lines_frac", dup[rows] / nl_doc)
     put("dup_line_chars_frac", dup_chars[rows] / n_chars[rows])
     body = n_chars - (raw_lines - 1)
@@ -218,9 +238,12 @@ def line_stats_batch(
     punct = per((lflag[L] & _FINEWEB) != 0)[rows]
     put("line_punct_frac", np.where(nl_doc == 1, 1.0, punct / nl_doc))
     spaced_doc = ~np.isin(dominant[rows], UNSPACED)  # 30 chars of Chinese is a long line
-    put("short_lines_frac", per(length[L] <= 30)[rows] / nl_doc, spaced_doc)
-    put("newlines_per_word", (raw_lines[rows] - 1) / np.maximum(n_tok[rows], 1), n_tok[rows] > 0)
-    sentences = _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args)
+    put("short_lines_frac", per(llen <= 30)[rows] / nl_doc, spaced_doc)
+    newlines = raw_lines[rows] - 1 - joins[rows]
+    put("newlines_per_word", newlines / np.maximum(n_tok[rows], 1), n_tok[rows] > 0)
+    sentences = _c4_sentences(
+        seg, tok, ls, ss, se, ldoc, lflag, (R, g0, L), D, nlog, dominant, c4_args
+    )
     put("c4_sentences", sentences[rows])
     put("c4_lorem_ipsum", np.zeros(len(rows)))
     put("c4_curly_bracket", np.zeros(len(rows)))
@@ -244,17 +267,49 @@ def _paragraphs(seg, ls, le, ss, se, full, ldoc, lfirst, raw_lines, todo, put, r
     pa = np.where(first_para, ss[ps_line], ls[ps_line])
     pb = np.where(last_para, se[pe_line], le[pe_line])
     npara = np.bincount(pdoc, minlength=d)
-    pdup, pdup_chars = _dups(seg.text, pa, pb, pdoc, d, seg.span_hashes(pa, pb))
+    get = _span_getter(seg.text, pa, pb)
+    pdup, pdup_chars = _dups(get, pb - pa, pdoc, d, seg.span_hashes(pa, pb))
     n_chars = seg.doc_ends - seg.doc_starts
     put("dup_paragraphs_frac", pdup[rows] / np.maximum(1, npara[rows]))
     put("dup_paragraph_chars_frac", pdup_chars[rows] / n_chars[rows])
 
 
+def _logical_dups(seg, ss, se, length, R, g0, size, La, L, llen, D):  # noqa: N803
+    """_dups over the logical lines: each one's hash is that of its raw lines joined by one
+    space, hashing.span_hashes' polynomial (H(x + " " + y) = H(x) + 32 B^|x| + B^(|x|+1) H(y)),
+    and its string is built only where hashes are equal."""
+    d = seg.num_docs
+    if (size == 1).all():
+        return _dups(
+            _span_getter(seg.text, ss[L], se[L]), llen, D, d, seg.span_hashes(ss[L], se[L])
+        )
+    pw = poly_powers(len(seg.cp))[0]
+    step = length[R] + 1  # each raw line's offset in its logical line: the steps before it
+    csum = np.cumsum(step)
+    off = csum - step - np.repeat((csum - step)[g0], size)
+    last = np.zeros(len(R), bool)
+    last[np.append(g0[1:], len(R)) - 1] = True
+    term = seg.span_hashes(ss[R], se[R]) * pw[off]
+    term += np.where(last, 0, 32 * pw[off + length[R]]).astype(np.uint64)
+    h = np.add.reduceat(term, g0)
+    text = seg.text
+
+    def get(j: int) -> str:
+        a, b = int(g0[j]), int(g0[j] + size[j])
+        return " ".join(text[int(ss[r]) : int(se[r])] for r in R[a:b].tolist())
+
+    return _dups(get, llen, D, d, h)
+
+
 def _c4_check(seg: Segments, texts: list[str]) -> np.ndarray:
     """bool [d]: texts holding `{`, "lorem ipsum" or a policy phrase (any case), which C4 must
-    look for line by line: found in the batch's text (one lower(), C-speed finds), not per text."""
-    low = seg.text.lower()
-    if len(low) != len(seg.text):  # U+0130 lower-cases to two characters: positions shift
+    look for line by line: found in the batch's text (one lower(), C-speed finds), not per text.
+    The phrases are ASCII, so they are looked for in the text's ASCII bytes, lower-cased, every
+    other character one "?" (positions kept), as normalize._may_have_boilerplate_text does."""
+    if seg.cp.dtype == np.uint8:  # an ASCII batch
+        low: str | bytes = seg.text.lower()
+        phrases: tuple = ("lorem ipsum", *BOILERPLATE_HINTS)
+    elif "\u212a" in seg.text:  # KELVIN SIGN lower-cases to "k"
         return np.array(
             [
                 "{" in t or "lorem ipsum" in t.lower() or may_have_boilerplate(t.lower())
@@ -262,9 +317,12 @@ def _c4_check(seg: Segments, texts: list[str]) -> np.ndarray:
             ],
             bool,
         )
+    else:
+        low = seg.text.encode("ascii", "replace").lower()
+        phrases = tuple(h.encode("ascii") for h in ("lorem ipsum", *BOILERPLATE_HINTS))
     hit = np.zeros(seg.num_docs, bool)
     starts, ends = seg.doc_starts.tolist(), seg.doc_ends.tolist()
-    for hay, needles in ((seg.text, ("{",)), (low, ("lorem ipsum", *BOILERPLATE_HINTS))):
+    for hay, needles in ((seg.text, ("{",)), (low, phrases)):
         for needle in needles:
             i = hay.find(needle)
             while i != -1:
@@ -274,20 +332,23 @@ def _c4_check(seg: Segments, texts: list[str]) -> np.ndarray:
     return hit
 
 
-def _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_args):  # noqa: N803
+def _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, logical, D, nlog, dominant, c4_args):  # noqa: N803
     """int64 [d]: C4's sentence count over the lines it keeps (textstats._c4_stats, for texts
-    with no lorem ipsum, `{` or policy phrase to look for). tok[i]: line i's first token."""
+    with no lorem ipsum, `{` or policy phrase to look for). tok[i]: line i's first token.
+    logical = (R, g0, L): logical line j is raw lines R[g0[j]:g0[j+1]], the last one L[j]."""
     d, cp, cls = seg.num_docs, seg.cp, seg.cls
+    R, g0, L = logical  # noqa: N806
+    agg = lambda v: np.add.reduceat(v, g0)  # noqa: E731  per raw line -> per logical line
     min_words, max_word = c4_args
     flags = _FLAGS[:128][cp] if cp.dtype == np.uint8 else _FLAGS[cp]
-    s, e = ss[L], se[L]
+    s, e = ss[L], se[L]  # the last raw line: a joined line ends as it does
     dots = (e - s >= 3) & (cp[e - 1] == _DOT) & (cp[np.maximum(e - 2, 0)] == _DOT)
     dots &= cp[np.maximum(e - 3, 0)] == _DOT
     ended = ((lflag[L] & _C4) != 0) & ~dots
     consider = ended | (nlog[D] == 1)  # one paragraph: its end is a sentence end (v2)
     ts, te = seg.tokens()  # whitespace tokens (str.split): line i's are [tok[i], tok[i + 1])
     tok_off = np.append(tok, len(ts))
-    words = np.diff(tok_off)[L]
+    words = agg(np.diff(tok_off)[R])
     # unspaced letters (sparse: a few documents) count one word each, as textstats does
     upos = np.flatnonzero(flags & _UNSP) if cp.dtype != np.uint8 else ()
     if len(upos):
@@ -296,19 +357,20 @@ def _c4_sentences(seg, tok, ls, ss, se, ldoc, lflag, L, D, nlog, dominant, c4_ar
         ti = np.flatnonzero(doc_unsp[seg.token_doc()])
         has = np.zeros(len(ts), bool)
         has[ti] = before(te[ti]) > before(ts[ti])
-        extra = (before(e) - before(s)) - doc_sums(has, tok_off)[L]
+        extra = agg((before(se[R]) - before(ss[R])) - doc_sums(has, tok_off)[R])
         words = words + np.where(doc_unsp[D], extra, 0)
     keep = consider & (words >= min_words)
     long_doc = (seg.doc_ends - seg.doc_starts) > max_word
     if long_doc.any() and len(ts):
         # longest token of each line; every line in L has a token (reduceat: one pass)
-        longest = np.maximum.reduceat(np.append(te - ts, 0), tok)[L]  # 0: a sentinel
+        longest = np.maximum.reduceat(np.append(te - ts, 0), tok)[R]  # 0: a sentinel
+        longest = np.maximum.reduceat(longest, g0)
         keep &= ~(long_doc[D] & (longest > max_word))
     clauses_doc = np.isin(dominant, UNSPACED)
     pos, spaced, unspaced = _sentence_marks(cp, cls, flags, bool(clauses_doc.any()))
     mline = np.searchsorted(ls, pos, side="right") - 1
     clauses = clauses_doc[ldoc[np.minimum(mline, len(ldoc) - 1)]]
     hit = np.where(clauses, unspaced, spaced)
-    per_line = np.bincount(mline[hit], minlength=len(ls))[L]
+    per_line = agg(np.bincount(mline[hit], minlength=len(ls))[R])
     counted = per_line + ~ended
     return np.bincount(D[keep], weights=counted[keep], minlength=d).astype(np.int64)

@@ -60,6 +60,10 @@ _PHONE_RE = re.compile(
     r"|\d{1,4}(?:[ .-]\d{1,4}){1,5}"  # 555-201-1234, 030 1234 5678
     r")(?![\w]|[.-]\d)"
 )
+# a run of the characters phone matches are made of (digits, " .-()+"), from a character a match
+# can start with, 7 or more long: every _PHONE_RE match lies in one such run (it is bounded by a
+# character no match holds), and one that _is_phone accepts needs >= 7 digits
+_PHONE_RUN_RE = re.compile(r"[\d(+][\d .()+-]{6,}")
 _DATE_RE = re.compile(r"(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})")
 
 
@@ -125,6 +129,18 @@ _KEY_HINTS = (
     "sk_", "pk_", "rk_", "sk-", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
     "github_pat_", "xox", "AIza", "glpat-", "eyJ", "-----BEGIN",
 )  # fmt: skip
+
+
+def may_have_key(text: str) -> bool:
+    """False only if no _KEY_HINTS literal is in `text` (True for every text that holds one),
+    in 7 scans instead of 17 (each absent literal costs a scan of the whole text): the nine
+    literals with "_" are looked for only in texts with a "_" (few), and then as "k_" (sk_,
+    pk_, rk_), "gh" (gh?_) and "github_pat_"; the three with "-" only in texts with a "-"."""
+    if "_" in text and ("k_" in text or "gh" in text or "github_pat_" in text):
+        return True
+    if "-" in text and ("sk-" in text or "glpat-" in text or "-----BEGIN" in text):
+        return True
+    return "xox" in text or "eyJ" in text or "AIza" in text or "AKIA" in text or "ASIA" in text
 
 
 def digit_hints(texts: list[str]) -> np.ndarray:
@@ -201,6 +217,31 @@ def _sub(pattern: re.Pattern[str], text: str, kind: str, check) -> tuple[str, in
     return pattern.sub(repl, text), count
 
 
+def _sub_phones(text: str) -> tuple[str, int]:
+    """= _sub(_PHONE_RE, text, "phone", _is_phone), ~2x faster: the pattern runs only inside the
+    _PHONE_RUN_RE runs with >= 7 digits (finditer's pos keeps the look-behind on the text
+    before; endpos 2 past the run keeps the look-ahead). No match crosses a run's edge, so the
+    matches, and which ones are replaced, are those sub finds over the whole text."""
+    parts: list[str] = []
+    last = count = 0
+    n = len(text)
+    for run in _PHONE_RUN_RE.finditer(text):
+        if sum(c.isdigit() for c in run.group(0)) < 7:
+            continue
+        a, b = run.span()
+        for m in _PHONE_RE.finditer(text, a, min(n, b + 2)):
+            if m.start() >= b:
+                break
+            if _is_phone(m.group(0)):
+                parts += (text[last : m.start()], PLACEHOLDER["phone"])
+                last = m.end()
+                count += 1
+    if not count:
+        return text, 0
+    parts.append(text[last:])
+    return "".join(parts), count
+
+
 def redact(
     text: str,
     kinds: tuple[str, ...] = PII_KINDS,
@@ -214,10 +255,10 @@ def redact(
     Each pattern runs only where a cheap check says it can match (the patterns cost ~20 MB/s
     each, the checks ~1 GB/s): a URL needs "://" or "www.", an email an "@" between a
     local-part character and a letter or digit (_may_email), a key shape its
-    literal prefix and a long key a word of >= 32 characters (every key is a run of >=
-    KEY_MIN_CHARS non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need three dots between
-    digits and phone numbers digits close together (`has_digits`, `may_ipv4`, `may_phone`:
-    digit_hints).
+    literal prefix (may_have_key) and a long key a word of >= 32 characters (every key is a
+    run of >= KEY_MIN_CHARS non-space characters), IPv6 "::" or 5 colons; IPv4 addresses need
+    three dots between digits and phone numbers digits close together (`has_digits`,
+    `may_ipv4`, `may_phone`: digit_hints).
     """
     counts = dict.fromkeys(kinds, 0)
     if "url" in kinds and (
@@ -228,7 +269,7 @@ def redact(
         text, counts["email"] = _sub(_EMAIL_RE, text, "email", None)
     if "key" in kinds and (max_word_length is None or max_word_length >= KEY_MIN_CHARS):
         n1 = n2 = 0
-        if any(h in text for h in _KEY_HINTS):
+        if may_have_key(text):
             text, n1 = _sub(_KEY_RE, text, "key", None)
         if (max_word_length is None or max_word_length >= 32) and any(
             len(w) >= 32 for w in text.split()
@@ -243,5 +284,5 @@ def redact(
             text, n4 = _sub(_IPV4_RE, text, "ip", _is_ipv4)
         counts["ip"] = n6 + n4
     if "phone" in kinds and has_digits and may_phone:
-        text, counts["phone"] = _sub(_PHONE_RE, text, "phone", lambda m: _is_phone(m.group(0)))
+        text, counts["phone"] = _sub_phones(text)
     return text, counts

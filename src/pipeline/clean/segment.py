@@ -72,8 +72,10 @@ class Segments:
         """int64 [d, NUM_CLASSES]: characters of each class per document."""
         d = self.num_docs
         lengths = self.doc_ends - self.doc_starts
-        doc = np.repeat(np.arange(0, d * NUM_CLASSES, NUM_CLASSES, np.int32), lengths + 1)
-        key = doc[: len(self.cls)] + self.cls
+        # int64 keys: np.bincount casts any other type to them first (a copy of the batch)
+        key = np.repeat(np.arange(0, d * NUM_CLASSES, NUM_CLASSES, np.int64), lengths + 1)
+        key = key[: len(self.cls)]
+        key += self.cls
         counts = np.bincount(key, minlength=d * NUM_CLASSES).reshape(d, NUM_CLASSES)
         counts[:-1, SPACE] -= 1  # the "\n" joining document i to i + 1
         return counts

@@ -231,7 +231,8 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
             hint = None if np.isnan(longest[i]) else int(longest[i])
             may = (True, True) if near is None else (bool(near[j, 0]), bool(near[j, 1]))
             out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0), *may)
-            pii.update(counts)
+            if any(counts.values()):  # most texts hold none: Counter.update costs ~2 us
+                pii.update(counts)
     return CleanedBatch(
         out_texts, keep, fails, stats, norm_counts, dict(pii), scripts, langs, lang_scores
     )
@@ -432,4 +433,5 @@ def run(cfg: CleanConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=_reduce(sums, counts, cfg), counts=counts)
 
 
-STAGE = Stage("clean", CleanConfig, run, version="3", needs=("download",))  # 2: v2 rules; 3: keys from 15 chars
+# 2: v2 rules; 3: keys from 15 chars
+STAGE = Stage("clean", CleanConfig, run, version="3", needs=("download",))
