@@ -113,7 +113,8 @@ def doc_stats(text: str, max_chars: int) -> tuple[float, ...]:
 def stats_matrix(texts: list[str], max_chars: int) -> np.ndarray:
     """float32 [n, len(STAT_NAMES)]: `doc_stats` of every text, from one numpy pass per batch
     of up to STATS_BATCH texts and ~STATS_BATCH_CHARS characters (pipeline.quality.segment)
-    instead of five regex and split passes per text. Equal to doc_stats row for row (tests), up to 64-bit fingerprint collisions."""
+    instead of five regex and split passes per text. Equal to doc_stats row for row (tests), up
+    to 64-bit fingerprint collisions."""
     return stats_and_script_share(texts, max_chars)[0]
 
 
