@@ -23,6 +23,7 @@ from pipeline.quality.features import (
 )
 from pipeline.quality.logreg import load_model, roc_auc
 from pipeline.sources import toy
+from pipeline.sources.toy import good_doc
 from synth_text import docs, salad, zh_docs
 
 PROSE = (
@@ -474,6 +475,31 @@ def test_file_reference_buckets_and_perplexity_cut(tmp_path):
         stats["dropped_high_perplexity"] == 40 and stats["perplexity_histogram"]["threshold"] == 1.0
     )
     assert {tuple(r["reasons"]) for r in _lm_rows(tmp_path / "cut")} == {("high_perplexity",)}
+
+
+def test_file_reference_is_cleaned_as_the_corpus(tmp_path):
+    """A file reference holding the corpus's own documents, raw (full-width commas and
+    ligatures that clean's NFKC folds): its texts are normalised as the corpus is, so each
+    document keeps its fold key and every score equals the run's whose file is pre-normalised."""
+    import unicodedata
+
+    rng = np.random.default_rng(23)
+    texts = [good_doc(rng).replace(", ", "\uff0c ").replace("fi", "\ufb01") for _ in range(60)]
+    assert any(unicodedata.normalize("NFKC", t) != t for t in texts)
+    src = _jsonl(tmp_path / "in.jsonl", texts)
+    raw = _jsonl(tmp_path / "raw.jsonl", texts)
+    folded = _jsonl(tmp_path / "nfkc.jsonl", [unicodedata.normalize("NFKC", t) for t in texts])
+    scores = []
+    for name, ref in (("raw", raw), ("nfkc", folded)):
+        stages = {
+            "download": {"source": "jsonl", "path": str(src)},
+            "clean": {},
+            "quality": {"reference": str(ref), "min_score": 0.0},
+        }
+        run_stages(tmp_path / name, stages)
+        rows = sorted(_lm_rows(tmp_path / name), key=lambda r: r["id"])
+        scores.append([(r["id"], r["quality"], r["perplexity"]) for r in rows])
+    assert len(scores[0]) > 40 and scores[0] == scores[1]
 
 
 def test_reference_errors(tmp_path):

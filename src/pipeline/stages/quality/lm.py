@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.clean.normalize import normalize_text
+from pipeline.clean.pii import redact
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
 from pipeline.parts import np_array, read_table
@@ -205,10 +207,28 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
 
 
 def reference_texts(cfg: Any, ctx: Any) -> list[str]:
-    """The reference documents: drawn from the run (`self`, executor maps) or read."""
+    """The reference documents: drawn from the run (`self`, executor maps) or read. A file or
+    builtin reference is normalised and redacted as the self reference is (clean's defaults)
+    when the run has a clean stage, so that a corpus document and its copy in the file have
+    one text, hence one fold key: the fold model that scores the document never saw it."""
     if cfg.reference == refmod.SELF:
         return self_reference(cfg, ctx)
-    return refmod.read_reference(cfg.reference, cfg.reference_max_chars, ctx.progress)
+    texts = refmod.read_reference(cfg.reference, cfg.reference_max_chars, ctx.progress)
+    return as_cleaned(texts) if "clean" in ctx.inputs else texts
+
+
+def as_cleaned(texts: list[str]) -> list[str]:
+    """`texts` through clean's default normalisation and PII redaction (no rule drops a
+    text: a reference is the user's choice of good text), empty results left out."""
+    opts, kinds = REFERENCE_CLEAN.normalize_options, tuple(REFERENCE_CLEAN.redact_pii)
+    out = []
+    for raw in texts:
+        text = normalize_text(raw, opts)[0]
+        if kinds:
+            text = redact(text, kinds)[0]
+        if text.strip():
+            out.append(text)
+    return out
 
 
 def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
