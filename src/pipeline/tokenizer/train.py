@@ -90,7 +90,6 @@ class _Words:
             self.prv[0] = end
         self.count = np.zeros(n + 1, np.int64)  # the count of the word holding each position
         self.count[:n] = np.repeat(np.array(ns, np.int64), lens)
-        self.mark = np.zeros(n + 1, bool)  # scratch, all False between merges
         # the symbols are bytes here: a stable sort of uint8 is a radix sort (~4x an int32's)
         order = np.argsort(self.sym[:n].astype(np.uint8), kind="stable").astype(idx)
         per = np.bincount(self.sym[:n], minlength=256)
@@ -142,13 +141,12 @@ class _Words:
         # merge's (before, a) too, and its (new, new) that merge's (before', new), so pairs
         # on the after side are counted only when `after` is not merged itself.
         has_before = before != end
-        mark = self.mark
-        mark[at] = True
-        has_after = (after != end) & ~mark[after]
-        mark[at] = False
-        sb, sa = sym[before[has_before]].astype(np.int64), sym[after[has_after]].astype(np.int64)
-        cb, ca = count[has_before], count[has_after]
-        sym[at] = new
+        s_after = sym[after]  # -1 at the end of a word
+        sb = sym[before[has_before]].astype(np.int64)
+        cb = count[has_before]
+        sym[at] = new  # `new` is fresh: from here sym[p] == new exactly where p is in `at`
+        has_after = (s_after >= 0) & (sym[after] != new)
+        sa, ca = s_after[has_after].astype(np.int64), count[has_after]
         sym[right] = -2
         nxt[at] = after
         prv[after] = at  # prv[end] gets junk, never read
@@ -158,8 +156,8 @@ class _Words:
         if len(weights) < _BIN_MIN:
             keys = np.concatenate([sb << 32 | a, (b << 32) | sa, nb << 32 | new, (new << 32) | sa])
             return _summed(keys, weights)
-        # the four groups in bins of `new + 1` symbols each: group g's pair is the fixed
-        # side _LEFT/_RIGHT[g] with the varying symbol x on the other side (-1 marks it)
+        # the four groups in bins of `new + 1` symbols each: group g's pair has the fixed
+        # symbol left[g] or right[g] (the other is -1) and the bin's symbol on the other side
         # (float64 sums: exact below 2**53). Two groups never hold the same pair but (b, a),
         # in groups 0 and 1: folded into group 0.
         size = new + 1
