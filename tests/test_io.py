@@ -117,3 +117,34 @@ def test_arrow_columns_from_buffers_equal_pa_array():
     rows = [["low_quality"], [], ["a", "bé", ""], ["\u4e2d"]]
     assert string_lists(rows).equals(pa.array(rows, pa.list_(pa.string())))
     assert string_lists([]).equals(pa.array([], pa.list_(pa.string())))
+
+
+def test_json_text_is_the_same_value_indented_only_at_the_top_levels(tmp_path):
+    """The runner's files: json.loads gives the value back at any depth; the top `levels`
+    levels are indented as json.dumps(indent=2) indents them, deeper values sit on one line;
+    non-str keys, empty containers and NaN convert as json.dumps converts them."""
+    import json
+    import math
+
+    from pipeline.io import atomic_write_json, json_text
+
+    value = {
+        "a": [1, {"b": [2.5, None, True], "c": {}}, []],
+        "é": {"d": {"e": [1, 2]}, "f": "x\ny"},
+        "g": {1: "int key", None: "null key"},
+        "h": math.inf,
+    }
+    full = json.dumps(value, indent=2)
+    for levels in range(5):
+        text = json_text(value, levels)
+        assert text == json.dumps(value) if levels == 0 else text != json.dumps(value)
+        assert json.loads(text) == json.loads(full)
+    assert json_text(value, 9) == full  # deeper than the value: every level indented
+    lines = json_text(value, 2).splitlines()
+    assert '    "d": {"e": [1, 2]},' in lines and '    "1": "int key",' in lines
+    assert '  "g": {"1": "int key", "null": "null key"},' in json_text(value, 1).splitlines()
+    atomic_write_json(tmp_path / "x.json", value, levels=1)
+    assert (tmp_path / "x.json").read_text().endswith("}\n")
+    assert json.loads((tmp_path / "x.json").read_text()) == json.loads(full)
+    atomic_write_json(tmp_path / "y.json", value)  # the stages' files: indent 2, as before
+    assert (tmp_path / "y.json").read_text() == full + "\n"

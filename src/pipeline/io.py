@@ -76,8 +76,32 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+def atomic_write_json(path: Path, obj: Any, levels: int | None = None) -> None:
+    """`obj` as JSON, atomically: indented by 2 at every level (levels=None: the stages' own
+    files, whose bytes are outputs), or only at the top `levels` levels (json_text)."""
+    text = json.dumps(obj, indent=2) if levels is None else json_text(obj, levels)
+    atomic_write_bytes(path, (text + "\n").encode())
+
+
+def json_text(obj: Any, levels: int, _pad: str = "") -> str:
+    """JSON indented by 2 at the top `levels` levels of objects and arrays, each value below
+    them on one line. The same value as json.dumps(obj, indent=2) (json.loads of either is
+    equal) for a fraction of the CPU: json's C encoder writes only without indent, so the
+    runner's files (manifest.json, pipeline_report.json, hash caches), rewritten at every
+    commit, cost ~1 ms per 100 KB instead of ~5 ms."""
+    if levels <= 0 or not isinstance(obj, (dict, list)) or not obj:
+        return json.dumps(obj)
+    inner = _pad + "  "
+    if isinstance(obj, dict):
+        rows = [f"{inner}{_key(k)}: {json_text(v, levels - 1, inner)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(rows) + f"\n{_pad}}}"
+    rows = [inner + json_text(v, levels - 1, inner) for v in obj]
+    return "[\n" + ",\n".join(rows) + f"\n{_pad}]"
+
+
+def _key(key: Any) -> str:
+    """A dict key as json.dumps writes it (a non-str key by json's own conversion)."""
+    return json.dumps(key) if isinstance(key, str) else json.dumps({key: 0})[1:-4]
 
 
 def temp_path(path: Path) -> Path:

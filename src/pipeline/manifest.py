@@ -23,6 +23,7 @@ from pipeline.stage import StageInputs
 from pipeline.text_files import read_json_file
 
 MANIFEST_NAME = "manifest.json"
+MANIFEST_LEVELS = 3  # indented down to each stage's keys; their values on one line each
 VERSION = 1
 log = logging.getLogger("pipeline")
 HashFiles = Callable[[Sequence[Path]], list[str]]  # paths -> their sha256, in order
@@ -64,6 +65,7 @@ class Manifest:
         atomic_write_json(
             self.run_dir / MANIFEST_NAME,
             {"version": VERSION, "report": self.report, "stages": self.stages},
+            levels=MANIFEST_LEVELS,
         )
 
     def is_done(self, name: str, fingerprint: str, hash_files: HashFiles = sha256_files) -> bool:

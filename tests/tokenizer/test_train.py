@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,9 +14,12 @@ from pipeline.tokenizer import (
     Tokenizer,
     train_bpe,
 )
+from pipeline.tokenizer import train as train_module
 
 
-def _reference_train(counts: dict[str, int], num_merges: int) -> list[tuple[int, int]]:
+def _reference_train(
+    counts: dict[str, int], num_merges: int, min_frequency: int = 1
+) -> list[tuple[int, int]]:
     """Brute force: recount every pair after each merge (minbpe style), same tie-break."""
     words = {tuple(w.encode()): c for w, c in counts.items()}
     vocab = [bytes([i]) for i in range(256)]
@@ -28,6 +32,8 @@ def _reference_train(counts: dict[str, int], num_merges: int) -> list[tuple[int,
         if not pc:
             break
         best = min(pc, key=lambda p: (-pc[p], vocab[p[0]], vocab[p[1]]))
+        if pc[best] < min_frequency:
+            break
         new = len(vocab)
         vocab.append(vocab[best[0]] + vocab[best[1]])
         merges.append(best)
@@ -69,6 +75,31 @@ def test_train_tie_break_is_lexicographic_and_order_free():
 def test_incremental_training_matches_brute_force(counts):
     """Incremental pair counts + lazy heap == recount-everything, incl. overlaps like 'aaaa'."""
     assert train_bpe(counts, 30, 1).merges == _reference_train(counts, 30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text("aab cd", min_size=1, max_size=9), st.integers(1, 60), max_size=14),
+    st.integers(1, 4),
+    st.integers(0, 3),
+)
+def test_binned_sums_and_waiting_pairs_match_brute_force(counts, min_frequency, shift):
+    """The paths real corpora take, forced on small ones: every merge's pair changes summed by
+    bincount (not argsort), and pairs below the top count >> `shift` waiting outside the heap
+    (the floor falling as the top does). Same merges and stop reason as the brute force."""
+    with (
+        mock.patch.object(train_module, "_BIN_MIN", 0),
+        mock.patch.object(train_module, "_FLOOR_SHIFT", shift),
+        mock.patch.object(train_module, "_FLOOR_STEP", 1),
+    ):
+        res = train_bpe(counts, 30, min_frequency)
+    ref = _reference_train(counts, 30, min_frequency)
+    assert res.merges == ref
+    if len(ref) < 30:  # stopped early: below min_frequency if any pair is left, else none left
+        left = any(len(w.encode()) > 1 for w in counts) and (
+            _reference_train(counts, len(ref) + 1) != ref
+        )
+        assert res.stop_reason == ("min_frequency" if left else "no_pairs")
 
 
 def test_tiny_corpus_stops_early():

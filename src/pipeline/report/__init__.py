@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.io import atomic_write_json
+from pipeline.io import atomic_write_bytes, json_text
 from pipeline.report.schema import check_report, report_problem  # noqa: F401 (its home)
 from pipeline.text_files import read_json_file
 
 REPORT_NAME = "pipeline_report.json"
+REPORT_LEVELS = 4  # indented down to each stat of each stage; a stat's value on one line
 log = logging.getLogger("pipeline")
 
 
@@ -131,15 +132,43 @@ def sync_report(manifest: Any, write: bool = True) -> dict[str, Any]:
     from pipeline.stages import STAGES
 
     path = manifest.run_dir / REPORT_NAME
-    try:
-        old = read_report(manifest.run_dir)
-    except DataError:
-        log.warning("%s is damaged; rebuilt from manifest.json", path)
-        old = None
+    old = _last_written(path)
+    if old is None:
+        try:
+            old = read_report(manifest.run_dir)
+        except DataError:
+            log.warning("%s is damaged; rebuilt from manifest.json", path)
     report = build_report(manifest, list(STAGES), old)
     if write and report != old:
-        atomic_write_json(path, report)
+        text = json_text(report, REPORT_LEVELS) + "\n"
+        atomic_write_bytes(path, text.encode())
+        _remember(path, text)
     return report
+
+
+# The report this process wrote last, as (path, (size, mtime_ns, inode), text): at the next
+# commit the file is that text while its stat is unchanged (an atomic rewrite is a new inode),
+# so the runner parses its own text instead of reading and checking the file again.
+_LAST: list[tuple[str, tuple[int, int, int], str]] = []
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _remember(path: Path, text: str) -> None:
+    stamp = _stamp(path)
+    _LAST[:] = [] if stamp is None else [(str(path), stamp, text)]
+
+
+def _last_written(path: Path) -> dict[str, Any] | None:
+    if _LAST and _LAST[0][0] == str(path) and _LAST[0][1] == _stamp(path):
+        return json.loads(_LAST[0][2])
+    return None
 
 
 def dropped_total(stats: dict[str, Any]) -> int:

@@ -156,7 +156,7 @@ class HashCache:
         if self.write and self.dirty and self.path is not None and self.path.parent.is_dir():
             base = self.root if self.root is not None else Path()
             live = {k: v for k, v in self.entries.items() if os.path.exists(base / k)}
-            atomic_write_json(self.path, live)
+            atomic_write_json(self.path, live, levels=1)  # a file per line
             self.dirty = False
 
 

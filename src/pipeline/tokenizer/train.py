@@ -10,7 +10,10 @@ The words live end to end in numpy arrays (a symbol per position, linked to its 
 may still stand (checked when read, so a stale position costs nothing but a gather). A merge
 finds the pair's positions from the shorter of its two tokens' lists, rewrites them, and
 computes the exact change of every pair count around them in a few array operations; only the
-pairs whose counts changed are touched in Python (the count dict and the heap).
+pairs whose counts changed are touched in Python (the count dict and the heap). The changes
+are summed by sorting when few, by `bincount` over (group, symbol) bins when many (a merge's
+changes are four groups of pairs, each with one fixed side). Only pairs near the top count sit
+in the heap: the rare ones (most new pairs) wait as bare keys until the top comes down to them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from pipeline.tokenizer.pretokenize import chunk_piece
 
 Pair = tuple[int, int]
 _LOW32 = (1 << 32) - 1
+Changes = tuple[list[int], list[int]]  # pair keys and their count changes
+_NONE: tuple[Changes, Changes] = (([], []), ([], []))
+_FLOOR_SHIFT = 8  # pairs below the top pair's count / 2**8 wait outside the heap at first
+_FLOOR_STEP = 2  # and the floor falls by 2**2 each time the heap's top gets under it
+_BIN_MIN = 4096  # from this many pair changes a merge sums them by bincount, not argsort
 
 
 @dataclass
@@ -82,8 +90,8 @@ class _Words:
             self.prv[0] = end
         self.count = np.zeros(n + 1, np.int64)  # the count of the word holding each position
         self.count[:n] = np.repeat(np.array(ns, np.int64), lens)
-        self.mark = np.zeros(n + 1, bool)  # scratch, all False between merges
-        order = np.argsort(self.sym[:n], kind="stable").astype(idx)
+        # the symbols are bytes here: a stable sort of uint8 is a radix sort (~4x an int32's)
+        order = np.argsort(self.sym[:n].astype(np.uint8), kind="stable").astype(idx)
         per = np.bincount(self.sym[:n], minlength=256)
         cut = np.cumsum(per)
         self.where: dict[int, np.ndarray] = {
@@ -91,18 +99,23 @@ class _Words:
         }
 
     def initial_counts(self) -> dict[int, int]:
+        """Every pair's count: the symbols are bytes, so a pair is a bin of 256 * 256."""
         starts = np.flatnonzero(self.nxt[: self.end] != self.end)
-        keys = (self.sym[starts].astype(np.int64) << 32) | self.sym[self.nxt[starts]]
-        return _summed(keys, self.count[starts])
+        pair = self.sym[starts] * 256 + self.sym[self.nxt[starts]]
+        sums = np.bincount(pair, self.count[starts], minlength=256 * 256)  # exact below 2**53
+        at = np.flatnonzero(sums)
+        keys = (at >> 8) << 32 | (at & 255)
+        return dict(zip(keys.tolist(), sums[at].astype(np.int64).tolist(), strict=True))
 
-    def merge(self, a: int, b: int, new: int) -> dict[int, int]:
+    def merge(self, a: int, b: int, new: int) -> tuple[Changes, Changes]:
         """Replace every (a, b), left to right in each word, by `new`; returns the change of
-        each pair count other than (a, b)'s, which drops to zero (key -> delta, zeros left
-        out)."""
+        each pair count other than (a, b)'s, which drops to zero, as (keys, deltas) lists, zeros
+        left out: first the pairs that lose (none holds `new`), then those that gain (all hold
+        `new`, so none existed before: a pair's count only falls once it exists)."""
         sym, nxt, prv, end = self.sym, self.nxt, self.prv, self.end
         pa, pb = self.where.get(a), self.where.get(b)
         if pa is None or pb is None:
-            return {}
+            return _NONE
         if len(pa) <= len(pb):
             pa = self.where[a] = pa[sym[pa] == a]
             at = pa[sym[nxt[pa]] == b]
@@ -118,7 +131,7 @@ class _Words:
                 run = np.maximum.accumulate(np.where(chained, 0, i))
                 at = at[(i - run) % 2 == 0]
         if not len(at):
-            return {}
+            return _NONE
         right = nxt[at]  # the b of each merge: unlinked below
         after = nxt[right]
         before = prv[at]
@@ -128,32 +141,65 @@ class _Words:
         # merge's (before, a) too, and its (new, new) that merge's (before', new), so pairs
         # on the after side are counted only when `after` is not merged itself.
         has_before = before != end
-        mark = self.mark
-        mark[at] = True
-        has_after = (after != end) & ~mark[after]
-        mark[at] = False
-        sb, sa = sym[before[has_before]].astype(np.int64), sym[after[has_after]].astype(np.int64)
-        cb, ca = count[has_before], count[has_after]
-        sym[at] = new
+        s_after = sym[after]  # -1 at the end of a word
+        sb = sym[before[has_before]].astype(np.int64)
+        cb = count[has_before]
+        sym[at] = new  # `new` is fresh: from here sym[p] == new exactly where p is in `at`
+        has_after = (s_after >= 0) & (sym[after] != new)
+        sa, ca = s_after[has_after].astype(np.int64), count[has_after]
         sym[right] = -2
         nxt[at] = after
         prv[after] = at  # prv[end] gets junk, never read
         nb = sym[prv[at[has_before]]].astype(np.int64)  # `new` where the merge before is chained
-        keys = np.concatenate([sb << 32 | a, (b << 32) | sa, nb << 32 | new, (new << 32) | sa])
         self.where[new] = at
-        return _summed(keys, np.concatenate([-cb, -ca, cb, ca]))
+        weights = np.concatenate([-cb, -ca, cb, ca])
+        if len(weights) < _BIN_MIN:
+            keys = np.concatenate([sb << 32 | a, (b << 32) | sa, nb << 32 | new, (new << 32) | sa])
+            return _summed(keys, weights)
+        # the four groups in bins of `new + 1` symbols each: group g's pair has the fixed
+        # symbol left[g] or right[g] (the other is -1) and the bin's symbol on the other side
+        # (float64 sums: exact below 2**53). Two groups never hold the same pair but (b, a),
+        # in groups 0 and 1: folded into group 0.
+        size = new + 1
+        x = np.concatenate([sb, sa + size, nb + 2 * size, sa + 3 * size])
+        sums = np.bincount(x, weights, minlength=4 * size)
+        sums[b] += sums[size + a]
+        sums[size + a] = 0
+        return _binned(sums, size, np.array([-1, b, -1, new]), np.array([a, -1, new, -1]))
 
 
-def _summed(keys: np.ndarray, weights: np.ndarray) -> dict[int, int]:
-    """{key: sum of its weights} over equal keys, zero sums left out."""
+def _binned(
+    sums: np.ndarray, size: int, left: np.ndarray, right: np.ndarray
+) -> tuple[Changes, Changes]:
+    """`_summed`'s result from `sums`, the sums of bins g * size + s: bin g * size + s is group
+    g's pair (left[g], s) where left[g] >= 0, else (s, right[g])."""
+    at = np.flatnonzero(sums)
+    g, s = np.divmod(at, size)
+    lo, ro = left[g], right[g]
+    keys = np.where(lo < 0, s, lo) << 32 | np.where(ro < 0, s, ro)
+    return _signed(keys, sums[at].astype(np.int64))
+
+
+def _signed(keys: np.ndarray, sums: np.ndarray) -> tuple[Changes, Changes]:
+    """(keys, sums) of the negative sums, then of the positive ones, as lists."""
+    up = sums > 0
+    down = ~up
+    return (
+        (keys[down].tolist(), sums[down].tolist()),
+        (keys[up].tolist(), sums[up].tolist()),
+    )
+
+
+def _summed(keys: np.ndarray, weights: np.ndarray) -> tuple[Changes, Changes]:
+    """The sum of the weights of each key, zero sums left out, split by sign (`_signed`)."""
     if not len(keys):
-        return {}
+        return _NONE
     order = np.argsort(keys, kind="stable")
     keys, weights = keys[order], weights[order]
     first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
     sums = np.add.reduceat(weights, first)
     live = sums != 0
-    return dict(zip(keys[first][live].tolist(), sums[live].tolist(), strict=True))
+    return _signed(keys[first][live], sums[live])
 
 
 def train_bpe(
@@ -164,39 +210,65 @@ def train_bpe(
     vocab = [bytes([i]) for i in range(256)]
     words = _Words(raws, ns)
     pair_counts = words.initial_counts()
-    # max-heap via negated counts; stale entries are refreshed when popped (lazy deletion).
-    # Invariant: every live pair has an entry whose count >= its true count. A key
-    # left << 32 | right orders as (left, right) does, so ties end as they did with tuples.
-    heap = [(-c, vocab[k >> 32], vocab[k & _LOW32], k) for k, c in pair_counts.items()]
+    # Max-heap via negated counts; stale entries are refreshed when popped (lazy deletion). A
+    # key left << 32 | right orders as (left, right) does, so ties end as they did with tuples.
+    # Pairs below `floor` wait as bare keys in `low` instead (most pairs are rare and never
+    # reach the top); when the heap's top falls below `floor`, it drops and they are pushed.
+    # Pairs below min_frequency are never merged: they are dropped. Invariant: every live pair
+    # of count >= min_frequency has a heap entry whose count >= its true count, or has a key in
+    # `low` and a true count < floor (counts only fall once a pair exists).
+    lowest = max(min_frequency, 1)
+    floor = max(lowest, max(pair_counts.values(), default=0) >> _FLOOR_SHIFT)
+    heap: list[tuple[int, bytes, bytes, int]] = []
+    low: list[int] = []
+    for k, c in pair_counts.items():
+        if c >= floor:
+            heap.append((-c, vocab[k >> 32], vocab[k & _LOW32], k))
+        elif c >= lowest:
+            low.append(k)
     heapq.heapify(heap)
     merges: list[Pair] = []
     stop = "vocab_size"
     pop, push = heapq.heappop, heapq.heappush
     get = pair_counts.get
     while len(merges) < num_merges:
-        if not heap:
-            stop = "no_pairs"
+        if low and (not heap or -heap[0][0] < floor):
+            floor = max(lowest, floor >> _FLOOR_STEP)
+            waiting, low = low, []
+            for k in waiting:
+                c = get(k, 0)
+                if c >= floor:
+                    push(heap, (-c, vocab[k >> 32], vocab[k & _LOW32], k))
+                elif c >= lowest:
+                    low.append(k)
+            continue
+        if not heap:  # pairs left, if any, are all below min_frequency
+            stop = "min_frequency" if pair_counts else "no_pairs"
             break
         negc, _, _, key = pop(heap)
         cur = get(key, 0)
         if -negc != cur:
-            if cur > 0:
+            if cur >= floor:
                 push(heap, (-cur, vocab[key >> 32], vocab[key & _LOW32], key))
+            elif cur >= lowest:
+                low.append(key)
             continue
-        if cur < min_frequency:
-            stop = "min_frequency"
-            break
         a, b = key >> 32, key & _LOW32
         new = len(vocab)
         vocab.append(vocab[a] + vocab[b])
         merges.append((a, b))
-        for k, d in words.merge(a, b, new).items():
+        (lose, delta), (gain, start) = words.merge(a, b, new)
+        for k, d in zip(lose, delta, strict=True):
             cnt = get(k, 0) + d
-            if cnt <= 0:
+            if cnt > 0:
+                pair_counts[k] = cnt
+            else:
                 pair_counts.pop(k, None)
-                continue
-            pair_counts[k] = cnt
-            if d > 0:
+        pair_counts.update(zip(gain, start, strict=True))  # new pairs: none is there yet
+        for k, cnt in zip(gain, start, strict=True):
+            if cnt >= floor:
                 push(heap, (-cnt, vocab[k >> 32], vocab[k & _LOW32], k))
+            elif cnt >= lowest:
+                low.append(k)
         pair_counts.pop(key, None)
     return TrainResult(merges, vocab, stop, num_words)
