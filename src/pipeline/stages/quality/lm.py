@@ -153,7 +153,8 @@ def _eligible_part(
     """A download part's documents whose draw position (a seeded hash of the id, in [0, 1)) is
     in [lo, hi) and that pass the reference's fixed rule: clean's default normalisation, rules
     and PII redaction (when the run has a clean stage), then heuristic >= min_heuristic (1 for
-    unspaced scripts). Returns
+    unspaced scripts). With `item.cleaned` (clean ran with that rule) the candidates are read
+    there, already cleaned (`_drawn_cleaned`). Returns
     (positions as uint64 keys, cleaned texts, characters read)."""
     part, path = item.index, item.path
     drawn = _drawn_cleaned(item.cleaned, lo, hi, seed) if with_clean and item.cleaned else None
