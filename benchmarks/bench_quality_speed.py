@@ -12,8 +12,10 @@ clean and dedup once (with the after tree); then each repeat copies that run fol
 are compared by sha256 (identical bytes expected). Each repeat also times the stage's steps
 (their functions wrapped): the per-document passes (PER_DOCUMENT), which grow with the
 corpus, and the fixed fits (FIXED), bounded by reference_max_chars and coherence_train_docs.
-`--profile` adds one cProfile run of the after tree (top functions by cumulative and own
-time). Writes outputs/benchmarks/quality_speed.json.
+`--clean-defaults` cleans with clean's defaults instead of the corpus's looser FineWeb
+duplicate-line threshold (the self reference's draw then reads clean's kept parts, not a
+second clean). `--profile` adds one cProfile run of the after tree (top functions by
+cumulative and own time). Writes outputs/benchmarks/quality_speed.json.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ OUT = ROOT / "outputs" / "benchmarks" / "quality_speed.json"
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-def _recipe(run_dir: Path, corpus: Path, reference_chars: int, docs_per_part: int) -> dict:
+def _recipe(
+    run_dir: Path, corpus: Path, reference_chars: int, docs_per_part: int, clean_defaults: bool
+) -> dict:
     quality = {"reference_max_chars": reference_chars} if reference_chars else {}
     return {
         "name": "quality-speed",
@@ -46,7 +50,8 @@ def _recipe(run_dir: Path, corpus: Path, reference_chars: int, docs_per_part: in
         "out_dir": str(run_dir),
         "workers": 1,
         "download": {"source": "jsonl", "path": str(corpus), "docs_per_part": docs_per_part},
-        "clean": {"max_fineweb_dup_line_chars_frac": 0.1},
+        # the corpus's perturbed copies repeat lines: FineWeb's 1% would drop most of them
+        "clean": {} if clean_defaults else {"max_fineweb_dup_line_chars_frac": 0.1},
         "dedup": {},
         "quality": quality,
     }
@@ -81,7 +86,9 @@ def child(args: argparse.Namespace) -> dict:
     from pipeline.run.runner import run_recipe
 
     run_dir = Path(args.run_dir)
-    recipe = build_recipe(_recipe(run_dir, Path(args.corpus), args.reference_chars, args.dpp))
+    recipe = build_recipe(
+        _recipe(run_dir, Path(args.corpus), args.reference_chars, args.dpp, args.clean_defaults)
+    )
     if args.prepare:
         run_recipe(recipe, until="dedup", progress=False)
         return {}
@@ -168,6 +175,11 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=20.0, help="corpus size, MB of text")
     ap.add_argument("--reference-chars", type=int, default=0, help="0: the stage's default")
     ap.add_argument("--docs-per-part", type=int, default=2000)
+    ap.add_argument(
+        "--clean-defaults",
+        action="store_true",
+        help="clean with its defaults (the self reference then reads clean's kept parts)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="add a cProfile run of the after tree")
     ap.add_argument("--work", default=None)
@@ -191,7 +203,7 @@ def main() -> int:
         f"--corpus={corpus}",
         f"--reference-chars={args.reference_chars}",
         f"--dpp={args.docs_per_part}",
-    ]
+    ] + (["--clean-defaults"] if args.clean_defaults else [])
     if not corpus.exists():
         (work / "corpus.json").write_text(json.dumps(make_corpus(corpus, args.mb)))
     info = json.loads((work / "corpus.json").read_text())

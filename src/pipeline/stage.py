@@ -90,6 +90,9 @@ class StageInputs:
     name: str  # the stage that wrote them
     dir: Path  # its folder, <run_dir>/<name>
     files: tuple[str, ...]  # every output, relative to `dir`, sorted
+    # the config those outputs were written with (the runner: the recipe's, which the stage's
+    # fingerprint matched); None when unknown (`from_dir`: stages run by hand)
+    config: Any = field(default=None, compare=False, repr=False)
 
     @property
     def parts(self) -> list[Path]:

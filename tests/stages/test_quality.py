@@ -616,3 +616,51 @@ def test_self_reference_drawn_in_rounds_writes_the_same_bytes(tmp_path, monkeypa
     assert len(files) >= 4
     for rel in files:
         assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel
+
+
+def test_self_reference_reads_clean_kept_parts_when_clean_ran_with_its_defaults(
+    tmp_path, monkeypatch
+):
+    """When clean ran with its defaults (the reference's rule), the draw reads clean's kept
+    parts instead of cleaning the drawn documents again: the same reference texts (normalised,
+    redacted; the documents clean dropped left out), in the same order, with no clean call."""
+    import dataclasses
+
+    from pipeline.executor import Executor
+    from pipeline.stage import StageContext, StageInputs
+    from pipeline.stages.clean import CleanConfig
+    from pipeline.stages.quality import lm
+    from pipeline.stages.quality.config import QualityConfig
+
+    rng = np.random.default_rng(12)
+    real = [good_doc(rng) for _ in range(60)]
+    texts = [
+        t + " Mail ann@example.com &amp; more." if i % 3 == 0 else t for i, t in enumerate(real)
+    ]
+    texts += [" ".join(t.split()[:20]) + "." for t in real[:20]]  # under 50 words: clean drops
+    src = _jsonl(tmp_path / "in.jsonl", texts)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 25}, "clean": {}}
+    run_stages(tmp_path / "run", stages)
+    run = tmp_path / "run"
+    assert list((run / "clean" / "rejected").glob("part-*"))  # clean dropped some
+    cfg = dataclasses.replace(QualityConfig(), reference_max_chars=20_000)
+
+    def ctx(config):
+        clean = dataclasses.replace(StageInputs.from_dir("clean", run / "clean"), config=config)
+        inputs = {"download": StageInputs.from_dir("download", run / "download"), "clean": clean}
+        return StageContext("quality", run, run / ".q", 5, inputs, "clean", Executor(1), False)
+
+    again = lm.self_reference(cfg, ctx(None))  # unknown config: cleaned again
+    assert lm.clean_is_reference(CleanConfig()) and not lm.clean_is_reference(None)
+    assert not lm.clean_is_reference(CleanConfig(min_words=30))
+    assert not lm.clean_is_reference(CleanConfig(detect_language=True))
+    assert lm.clean_is_reference(CleanConfig(url_field="link"))  # no block list: moves nothing
+
+    def no_clean(*a, **k):
+        raise AssertionError("cleaned again")
+
+    monkeypatch.setattr(lm, "clean_texts", no_clean)
+    reused = lm.self_reference(cfg, ctx(CleanConfig()))
+    assert reused == again and 10 <= len(again) < 60  # the budget stopped the draw
+    assert any("Mail" in t for t in again)  # documents clean changed: their cleaned text
+    assert all("&amp;" not in t and "ann@example.com" not in t for t in again)

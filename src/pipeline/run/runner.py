@@ -27,7 +27,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -483,10 +483,11 @@ def _inputs(
     stage: Stage, recipe: Recipe, manifest: Manifest, upstream: str | None
 ) -> dict[str, StageInputs]:
     """What the stage may read: its upstream, its `needs` (enabled: the recipe checked) and
-    those of its `uses` that are enabled, each as recorded in the manifest."""
+    those of its `uses` that are enabled, each as recorded in the manifest, with the config it
+    ran with (the recipe's: an earlier stage is up to date or runs first, `plan`)."""
     names = [upstream] if upstream else []
     names += [n for n in stage.needs + stage.uses if n in recipe.stages and n not in names]
-    return {n: manifest.inputs(n) for n in names}
+    return {n: replace(manifest.inputs(n), config=recipe.stages[n]) for n in names}
 
 
 def _describe_outputs(

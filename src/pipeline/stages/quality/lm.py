@@ -11,6 +11,7 @@ the driver only waits; inline (one worker), `fit_inline`, `score_part` over the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import shutil
@@ -26,7 +27,7 @@ from pipeline.clean.normalize import normalize_text
 from pipeline.clean.pii import redact
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
-from pipeline.parts import np_array, read_table
+from pipeline.parts import np_array, part_name, read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
@@ -89,10 +90,53 @@ def _raw_size(path: Path) -> int:
 
 @dataclass(frozen=True, slots=True)
 class DrawPart:
-    """Download part `index` at `path`: one self-reference draw task."""
+    """Download part `index` at `path`: one self-reference draw task. `cleaned`: clean's kept
+    part of it when clean ran with REFERENCE_CLEAN (`clean_is_reference`): its rows are the
+    part's documents that the reference's rule keeps, with their cleaned texts."""
 
     index: int
     path: Path
+    cleaned: Path | None = None
+
+
+def clean_is_reference(clean: Any) -> bool:
+    """Whether clean's outputs were written with the reference's rule (REFERENCE_CLEAN): every
+    field that moves a text or a verdict equal to clean's default (`url_field` moves none
+    without a block list). Then a kept part holds exactly the documents of its download part
+    that the rule keeps, each with the text `clean_texts(.., REFERENCE_CLEAN)` gives it (a
+    document's text and verdict depend on it alone), and the draw reads them there."""
+    if not isinstance(clean, CleanConfig):  # unknown (a stage run by hand): clean again
+        return False
+    if clean.domain_blocklist is None and clean.url_blocklist is None:
+        clean = dataclasses.replace(clean, url_field=REFERENCE_CLEAN.url_field)
+    return clean == REFERENCE_CLEAN
+
+
+def _draw_parts(ctx: Any, parts: list[Path]) -> list[DrawPart]:
+    """One draw task per download part, with clean's kept part where it can stand in."""
+    clean = ctx.inputs.get("clean")
+    if clean is None or not clean_is_reference(clean.config):
+        return [DrawPart(i, p) for i, p in enumerate(parts)]
+    kept = set(clean.files)  # clean writes part i's kept rows to part_name(i), always
+    return [
+        DrawPart(i, p, clean.dir / part_name(i) if part_name(i) in kept else None)
+        for i, p in enumerate(parts)
+    ]
+
+
+def _drawn_cleaned(path: Path, lo: float, hi: float, seed: int) -> tuple | None:
+    """(draw keys, cleaned texts) of clean's kept rows at `path` whose draw position is in
+    [lo, hi), or None when the part has no `id` column (keys then come from download rows)."""
+    if "id" not in pq.read_schema(path).names:
+        return None
+    ids = read_table(path, columns=["id"]).column("id").to_pylist()
+    keys = draw_keys([str(i) for i in ids], seed)
+    u = (keys >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    sel = np.flatnonzero((u >= lo) & (u < hi))
+    if not len(sel):
+        return keys[sel], []
+    texts = read_table(path, columns=["text"]).column("text").take(np_array(sel)).to_pylist()
+    return keys[sel], [t or "" for t in texts]
 
 
 def _eligible_part(
@@ -109,9 +153,14 @@ def _eligible_part(
     """A download part's documents whose draw position (a seeded hash of the id, in [0, 1)) is
     in [lo, hi) and that pass the reference's fixed rule: clean's default normalisation, rules
     and PII redaction (when the run has a clean stage), then heuristic >= min_heuristic (1 for
-    unspaced scripts). Returns
+    unspaced scripts). With `item.cleaned` (clean ran with that rule) the candidates are read
+    there, already cleaned (`_drawn_cleaned`). Returns
     (positions as uint64 keys, cleaned texts, characters read)."""
     part, path = item.index, item.path
+    drawn = _drawn_cleaned(item.cleaned, lo, hi, seed) if with_clean and item.cleaned else None
+    if drawn is not None:  # clean's kept rows: already cleaned by the reference's rule
+        keys, out = drawn
+        return _eligible(keys, out, min_heuristic, max_chars, weights, bias)
     names = pq.read_schema(path).names
     table = read_table(path, columns=["id"] if "id" in names else ["text"])
     n = table.num_rows
@@ -129,6 +178,18 @@ def _eligible_part(
     else:  # no clean stage: the corpus is scored as downloaded, so is the reference
         kept = np.arange(len(texts))
         out = [t or "" for t in texts]
+    return _eligible(keys[sel[kept]], out, min_heuristic, max_chars, weights, bias)
+
+
+def _eligible(
+    keys: np.ndarray,
+    out: list[str],
+    min_heuristic: float,
+    max_chars: int,
+    weights: dict[str, float],
+    bias: float,
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """The cleaned candidates (`keys`, `out`) whose heuristic passes (`_eligible_part`)."""
     stats, share = stats_and_script_share(out, max_chars)
     heur = heuristic_score(stats, weights, bias) if out else np.zeros(0)
     unspaced = share >= UNSPACED_SHARE
@@ -136,7 +197,7 @@ def _eligible_part(
     ok &= stats[:, STAT_NAMES.index("length")] > 0  # has a word (length = words / 50)
     out = [t for t, k in zip(out, ok, strict=True) if k]
     chars = np.fromiter((min(len(t), max_chars) for t in out), np.int64, len(out))
-    return keys[sel[kept[ok]]], out, chars
+    return keys[ok], out, chars
 
 
 def draw_keys(ids: list[str], seed: int) -> np.ndarray:
@@ -164,7 +225,7 @@ def self_reference(cfg: Any, ctx: Any) -> list[str]:
     distinct: set[str] = set()
     got = 0  # characters of the distinct eligible texts read so far
     weights = {**DEFAULT_WEIGHTS, **cfg.heuristic_weights}
-    draws = [DrawPart(i, p) for i, p in enumerate(parts)]
+    draws = _draw_parts(ctx, parts)
     while True:
         fn = functools.partial(
             _eligible_part,
