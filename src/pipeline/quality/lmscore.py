@@ -16,6 +16,7 @@ import numpy as np
 from pipeline.quality.coherence import (
     FEATURE_NAMES,
     FEATURE_SETS,
+    SURFACE_SETS,
     Coherence,
     doc_features,
     fold_of,
@@ -119,7 +120,7 @@ class LMScorer:
         """(features float64 [n, F], script int8 [n]) of texts with fold keys `rows`
         (text_keys(texts)), scored by the models of `folds`. Needs no classifier: runs in the
         workers."""
-        toks = tokenize(texts, self.params.max_chars)
+        toks = tokenize(texts, self.params.max_chars, self.params.feature_set in SURFACE_SETS)
         fold, tok_fold = self.folds(toks, rows)
         return doc_features(self.lm, toks, fold, self.params.feature_set, tok_fold), toks.script
 
@@ -166,7 +167,7 @@ def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tupl
     """(LMScorer without classifiers, Reference), or (why there is none, None): no script has
     min_reference_docs reference documents. A document's fold is fold_of(its key): `ref_rows`
     are the texts' `text_keys`."""
-    toks = tokenize(ref_texts, params.max_chars)
+    toks = tokenize(ref_texts, params.max_chars, params.feature_set in SURFACE_SETS)
     has = toks.lengths > 0
     counts = np.bincount(toks.script[has], minlength=len(SCRIPTS))
     usable = [s for s in range(len(SCRIPTS)) if counts[s] >= max(params.min_reference_docs, 2)]
@@ -305,7 +306,7 @@ def _fit_script(
     y = [np.ones(len(f_pos)), np.zeros(int(train_neg.sum()))]
     n_extra = {"good": 0, "bad": 0}
     if extra is not None and extra[0]:
-        etok = tokenize(extra[0], params.max_chars)
+        etok = tokenize(extra[0], params.max_chars, params.feature_set in SURFACE_SETS)
         sel = np.flatnonzero((etok.script == script) & (etok.lengths > 0))
         if len(sel):
             zero = np.zeros(len(sel), np.int64)
