@@ -49,7 +49,7 @@ FEATURE_NAMES_V1 = (
 # Feature sets (`quality.coherence_features`): 1 = the 12 n-gram and document-scale features
 # above; 2 = those + the sentence-scale cohesion of quality/cohesion.py; 3 = set 2 + the
 # per-segment gain spread and seam jumps (cohesion.segment_features); 4 = set 2 + entity and
-# number consistency and adjacent-vs-far links (cohesion.entity_features; needs
+# number consistency and sentence clusters (cohesion.entity_features; needs
 # Tokens.surface). The first columns never move, so an index into FEATURE_NAMES holds for
 # every set.
 FEATURE_SETS = {

@@ -178,7 +178,7 @@ def segment_features(
 
 
 # Feature set 4 (`quality.coherence_features: 4`): set 2 + entity and number consistency from
-# the raw surface (Tokens.surface: capitals and digits survive) and adjacent-vs-far links.
+# the raw surface (Tokens.surface: capitals and digits survive) and sentence clusters.
 # A page stitched from a few documents brings each one's names and numbers and drops them
 # again; real text keeps its cast and its figures from one sentence to the next. (Tried and
 # dropped: a segment's link to the one before minus its link to the one 3 back, over entities

@@ -58,7 +58,7 @@ DETECTORS = {
     "splice": ("splice",),
 }
 # Feature set 4: its entity columns feed the splice detector only; the others read set 2's
-# columns (with them too, the Chinese order-1 walks fell from 0.80 to 0.71 AUC, 4 seeds)
+# columns (with them too, the Chinese order-1 walks fell from 0.80 to 0.72 AUC, 4 seeds)
 DETECTOR_COLUMNS = {4: {"local": len(FEATURE_SETS[2]), "markov": len(FEATURE_SETS[2])}}
 # folds: sentence: a reference document that shares sentences with more than this many other
 # reference documents (stitched from them: a splice, a spun page in a `self` reference) is no

@@ -83,7 +83,7 @@ class QualityConfig:
         le=4,
         doc="feature set: 2 = + sentence cohesion, one detector per junk family;"
         " 3 = + per-segment LM gain spread and seam jumps;"
-        " 4 = 2 + entity/number consistency and adjacent-vs-far links",
+        " 4 = 2 + entity/number consistency and sentence clusters (splice detector)",
     )
     coherence_detector_keep: float = bounded(
         0.98,
