@@ -2,10 +2,14 @@
 alone) through download -> clean -> quality, with any quality overrides: per-kind AUC of
 `quality`, real kept, median perplexity per kind and the fold routing report. Used to compare
 `coherence_folds: doc` and `sentence` side by side (docs/quality.md, "Per-sentence fold
-routing"); `--reference-real` swaps the self reference for a file of the set's real documents.
-Writes outputs/benchmarks/coherence_folds.json.
+routing") and feature sets 2 and 4 ("Entity and number consistency"); `--reference-real` swaps
+the self reference for a file of the set's real documents; `--seeds 0,1,2,3` draws the junk
+with several seeds (same real documents) and adds the mean per kind. Writes
+outputs/benchmarks/coherence_folds.json.
 
     python benchmarks/bench_coherence_folds.py --quality '{"coherence_folds": "sentence"}'
+    python benchmarks/bench_coherence_folds.py --seeds 0,1,2,3 \
+        --quality '{"coherence_folds": "sentence", "coherence_features": 4}'
     python benchmarks/bench_coherence_folds.py --langs en \
         --quality '{"reference_max_chars": 1000000}'
 """
