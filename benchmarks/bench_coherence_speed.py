@@ -1,5 +1,5 @@
-"""Per-document cost of the quality stage's scoring pass, coherence feature sets 1, 2, 3, and
-set 2 with `coherence_folds: sentence` (per-sentence fold routing, quality/folds.py).
+"""Per-document cost of the quality stage's scoring pass, coherence feature sets 1, 2, 3, 4, and
+sets 2 and 4 with `coherence_folds: sentence` (per-sentence fold routing, quality/folds.py).
 
 The stage's fixed costs (the self reference's draw, the LM fit, the classifiers) are bounded by
 reference_max_chars and coherence_train_docs, so on a large corpus the per-document cost is the
@@ -40,7 +40,14 @@ def main() -> None:
     texts = [r["text"] for r in rows]
     keys = text_keys(texts)
     scorers = {}
-    for k, folds in ((1, "doc"), (2, "doc"), (3, "doc"), (2, "sentence")):
+    for k, folds in (
+        (1, "doc"),
+        (2, "doc"),
+        (3, "doc"),
+        (4, "doc"),
+        (2, "sentence"),
+        (4, "sentence"),
+    ):
         sc, ref = fit_lm(texts, keys, LMParams(seed=0, feature_set=k, folds=folds))
         fit_classifiers(sc, ref, None)
         scorers[k if folds == "doc" else f"{k}_{folds}"] = sc
@@ -73,6 +80,12 @@ def main() -> None:
         ),
         "set_3_extra_cpu_share_over_set_2": round(
             float(np.float64(med["features_3"]) / med["features_2"] - 1), 3
+        ),
+        "set_4_extra_cpu_share_over_set_2": round(
+            float(np.float64(med["features_4"]) / med["features_2"] - 1), 3
+        ),
+        "set_4_sentence_extra_cpu_share_over_set_2_sentence": round(
+            float(np.float64(med["features_4_sentence"]) / med["features_2_sentence"] - 1), 3
         ),
         "sentence_folds_extra_cpu_share_over_set_2": round(
             float(np.float64(med["features_2_sentence"]) / med["features_2"] - 1), 3

@@ -407,15 +407,16 @@ def test_default_keeps_real_text_and_drops_salad(tmp_path):
     assert stats["docs_in"] == stats["docs_out"] + stats["dropped_low_quality"]
 
 
-@pytest.mark.parametrize("folds", ["doc", "sentence"])
-def test_same_bytes_for_one_or_two_workers(tmp_path, monkeypatch, folds):
+@pytest.mark.parametrize("folds,features", [("doc", 2), ("sentence", 2), ("sentence", 4)])
+def test_same_bytes_for_one_or_two_workers(tmp_path, monkeypatch, folds, features):
     """With 2 workers the LM and classifier fits are worker tasks: the driver never fits
     (its fit functions raise here), and the bytes equal the inline run's (also with the
-    per-sentence fold router, which travels in the scorer file)."""
+    per-sentence fold router, which travels in the scorer file, and with feature set 4, whose
+    token surfaces travel in the temporary reference file)."""
     from pipeline.stages.quality import lm as stage_lm
 
     src, _ = _mixed(tmp_path)
-    quality = {"coherence_folds": folds}
+    quality = {"coherence_folds": folds, "coherence_features": features}
     stages = {
         "download": {"source": "jsonl", "path": str(src), "docs_per_part": 40},
         "quality": quality,

@@ -24,7 +24,9 @@ from pipeline.permute import mix64
 from pipeline.quality.cohesion import (
     COHESION_NAMES,
     COHESION_NAMES_V3,
+    ENTITY_NAMES,
     cohesion_features,
+    entity_features,
     segment_features,
 )
 from pipeline.quality.corrupt import sentence_end_hashes
@@ -46,13 +48,17 @@ FEATURE_NAMES_V1 = (
 )
 # Feature sets (`quality.coherence_features`): 1 = the 12 n-gram and document-scale features
 # above; 2 = those + the sentence-scale cohesion of quality/cohesion.py; 3 = set 2 + the
-# per-segment gain spread and seam jumps (cohesion.segment_features). The first columns never
-# move, so an index into FEATURE_NAMES holds for every set.
+# per-segment gain spread and seam jumps (cohesion.segment_features); 4 = set 2 + entity and
+# number consistency and sentence clusters (cohesion.entity_features; needs
+# Tokens.surface). The first columns never move, so an index into FEATURE_NAMES holds for
+# every set.
 FEATURE_SETS = {
     1: FEATURE_NAMES_V1,
     2: FEATURE_NAMES_V1 + COHESION_NAMES,
     3: FEATURE_NAMES_V1 + COHESION_NAMES + COHESION_NAMES_V3,
+    4: FEATURE_NAMES_V1 + COHESION_NAMES + ENTITY_NAMES,
 }
+SURFACE_SETS = (4,)  # feature sets that read Tokens.surface (tokenize(surface=True))
 FEATURE_NAMES = FEATURE_SETS[2]
 COMMON_COUNT = 20  # a word seen this often in the reference is "common" (see common_pair_*)
 BLOCK_TOKENS = 32  # block window; a document's last partial block joins the one before
@@ -82,7 +88,7 @@ def doc_features(
     while i < len(ends):  # [i, j): whole documents, at least one
         j = max(int(np.searchsorted(ends, a + CHUNK_TOKENS, side="right")), i + 1)
         b = int(ends[j - 1])
-        sub = Tokens(tokens.ids[a:b], tokens.lengths[i:j], tokens.script[i:j])
+        sub = tokens.slice(i, j, a, b)
         sub_fold = None if token_fold is None else token_fold[a:b]
         out.append(_doc_features(lm, sub, fold[i:j], feature_set, sub_fold))
         i, a = j, b
@@ -134,8 +140,10 @@ def _doc_features(
         is_end = np.isin(tokens.ids, sentence_end_hashes())
         c2 = 12 + len(COHESION_NAMES)
         out[:, 12:c2] = cohesion_features(tokens, lu, gain, doc, starts, is_end)
-        if feature_set >= 3:
+        if feature_set == 3:
             out[:, c2:] = segment_features(tokens, gain, doc, starts, is_end)
+        elif feature_set == 4:
+            out[:, c2:] = entity_features(tokens, lu, doc, starts, is_end)
     out[tokens.lengths == 0] = 0.0
     return out
 

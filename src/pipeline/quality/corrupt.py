@@ -171,7 +171,16 @@ def corrupt_tokens(
 ) -> tuple[Tokens, list[str]]:
     """One corruption of each document, kinds in rotation (document i gets kinds[i % len]).
     The unigram pool is the tokens of all the documents given; `splice_sources`: see `splices`.
-    Same input + seed = same output."""
+    With `tokens.surface` the corruptions are made on the surface hashes (names, capitals and
+    numbers travel with their words) and mapped back to ids. Same input + seed = same output."""
+    if tokens.surface is not None:
+        surf = Tokens(tokens.surface, tokens.lengths, tokens.script)
+        bad, which = corrupt_tokens(surf, kinds, seed, splice_sources)
+        keys, first = np.unique(tokens.surface, return_index=True)
+        at = np.minimum(np.searchsorted(keys, bad.ids), max(len(keys) - 1, 0))
+        found = keys[at] == bad.ids if len(keys) else np.zeros(len(bad.ids), bool)
+        ids = np.where(found, tokens.ids[first][at] if len(keys) else bad.ids, bad.ids)
+        return Tokens(ids, bad.lengths, bad.script, bad.ids), which
     rng = np.random.default_rng(seed)
     ends = _ends()
     pool = tokens.ids if len(tokens.ids) else np.array([token_hash("the")], np.uint64)

@@ -87,6 +87,10 @@ class Tokens:
     ids: np.ndarray  # uint64 [T]: token hashes
     lengths: np.ndarray  # int64 [n]: tokens per document
     script: np.ndarray  # int8 [n]: index into SCRIPTS of the document's commonest letter script
+    # uint64 [T] or None (tokenize(surface=True)): each token's hash with what lowercasing and
+    # digit folding dropped: `ids` where nothing was, else a hash of the digits / a capitalised
+    # mark (quality.coherence_features 4: entity and number consistency)
+    surface: np.ndarray | None = None
 
     def doc_slice(self, docs: np.ndarray) -> Tokens:
         """The tokens of the given documents (int64 indices), in that order."""
@@ -94,35 +98,49 @@ class Tokens:
         lens = self.lengths[docs]
         offs = np.concatenate([[0], np.cumsum(lens)])
         pos = np.repeat(starts[docs] - offs[:-1], lens) + np.arange(offs[-1], dtype=np.int64)
-        return Tokens(self.ids[pos], lens.astype(np.int64), self.script[docs])
+        surf = None if self.surface is None else self.surface[pos]
+        return Tokens(self.ids[pos], lens.astype(np.int64), self.script[docs], surf)
+
+    def slice(self, i: int, j: int, a: int, b: int) -> Tokens:
+        """Documents [i, j), whose tokens are [a, b)."""
+        surf = None if self.surface is None else self.surface[a:b]
+        return Tokens(self.ids[a:b], self.lengths[i:j], self.script[i:j], surf)
 
 
-def tokenize(texts: list[str], max_chars: int) -> Tokens:
+def tokenize(texts: list[str], max_chars: int, surface: bool = False) -> Tokens:
     """Tokens of each text's first `max_chars` characters, lowercased: runs of word characters
     outside the unspaced scripts, each unspaced-script character, each other non-space
     character (what `_TOKEN` finds). One numpy pass over the batch (pipeline.quality.segment);
     distinct tokens are hashed once per pass. Batches of more than TOKENIZE_CHARS characters go
-    in passes of whole texts of about that many (the per-character arrays stay in cache)."""
+    in passes of whole texts of about that many (the per-character arrays stay in cache).
+    `surface`: also Tokens.surface (the ids do not change)."""
     cut = [t[:max_chars] for t in texts]
     ends = np.cumsum(np.fromiter(map(len, cut), np.int64, len(cut)))
     if len(cut) < 2 or ends[-1] <= TOKENIZE_CHARS:
-        return _tokenize_pass(cut)
+        return _tokenize_pass(cut, surface)
     out, i = [], 0
     while i < len(cut):  # [i, j): whole texts, at least one
         j = int(np.searchsorted(ends, ends[i] - len(cut[i]) + TOKENIZE_CHARS, side="right"))
-        out.append(_tokenize_pass(cut[i : max(j, i + 1)]))
+        out.append(_tokenize_pass(cut[i : max(j, i + 1)], surface))
         i = max(j, i + 1)
     cat = np.concatenate
     return Tokens(
-        cat([t.ids for t in out]), cat([t.lengths for t in out]), cat([t.script for t in out])
+        cat([t.ids for t in out]),
+        cat([t.lengths for t in out]),
+        cat([t.script for t in out]),
+        cat([t.surface for t in out]) if surface else None,
     )
 
 
 TOKENIZE_CHARS = 1 << 20  # characters per tokenize pass (~18% less CPU than 4 MB at once)
 
 
-def _tokenize_pass(texts: list[str]) -> Tokens:
-    big, cps, starts = segment.join([t.lower() for t in texts])
+CAPITAL_SALT = np.uint64(0xC3A5C85C97CB3127)  # Tokens.surface of a capitalised token
+
+
+def _tokenize_pass(texts: list[str], surface: bool = False) -> Tokens:
+    lower = [t.lower() for t in texts]
+    big, cps, starts = segment.join(lower)
     f = segment.classes(cps)
     script_char = (f & segment.CHAR_SCRIPT) > 0
     word = ((f & segment.WORD) > 0) & ~script_char
@@ -146,7 +164,21 @@ def _tokenize_pass(texts: list[str]) -> Tokens:
     counts = np.bincount(
         doc[letter] * len(SCRIPTS) + tok_script[letter], minlength=len(texts) * len(SCRIPTS)
     ).reshape(len(texts), len(SCRIPTS))
-    return Tokens(hashes[ids], lengths, counts.argmax(axis=1).astype(np.int8))
+    surf = None
+    if surface:
+        # the raw digits of a number; a capital first letter (texts whose lowercasing keeps
+        # their length, i.e. every character's position: nearly all) mixes in CAPITAL_SALT
+        raw = hashes.copy()
+        digit = np.fromiter(map(str.isdigit, vocab), bool, count=len(vocab))
+        for k in np.flatnonzero(digit).tolist():
+            raw[k] = digest(vocab[k].encode("utf-8", "surrogatepass"))
+        surf = raw[ids]
+        same = [t if len(t) == len(lo) else lo for t, lo in zip(texts, lower, strict=True)]
+        _, ocps, _ = segment.join(same)
+        cap = ocps[tok_start] != cps[tok_start]
+        with np.errstate(over="ignore"):
+            surf[cap] = mix64(surf[cap] ^ CAPITAL_SALT, inplace=True)
+    return Tokens(hashes[ids], lengths, counts.argmax(axis=1).astype(np.int8), surf)
 
 
 def _distinct(fp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

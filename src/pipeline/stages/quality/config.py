@@ -80,15 +80,16 @@ class QualityConfig:
     coherence_features: int = bounded(
         2,
         ge=1,
-        le=3,
+        le=4,
         doc="feature set: 2 = + sentence cohesion, one detector per junk family;"
-        " 3 = + per-segment LM gain spread and seam jumps",
+        " 3 = + per-segment LM gain spread and seam jumps;"
+        " 4 = 2 + entity/number consistency and sentence clusters (splice detector)",
     )
     coherence_detector_keep: float = bounded(
         0.98,
         gt=0.0,
         lt=1.0,
-        doc="sets 2-3: each detector's bias passes at least this reference share",
+        doc="sets 2-4: each detector's bias passes at least this reference share",
     )
     coherence_folds: Literal["doc", "sentence"] = option(
         "doc",

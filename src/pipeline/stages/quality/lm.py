@@ -383,7 +383,10 @@ def fit_task(job: FitJob, cfg: Any, seed: int) -> LMResult:
     atomic_write_bytes(job.scorer_file, scorer_bytes(lm.scorer))
     toks = lm.reference.tokens
     buf = io.BytesIO()
-    np.savez(buf, ids=toks.ids, lengths=toks.lengths, script=toks.script, rows=lm.reference.rows)
+    surf = {} if toks.surface is None else {"surface": toks.surface}
+    np.savez(
+        buf, ids=toks.ids, lengths=toks.lengths, script=toks.script, rows=lm.reference.rows, **surf
+    )
     atomic_write_bytes(job.ref_file, buf.getvalue())
     return LMResult(None, lm.info, None, lm.is_self, job.scorer_file, job.ref_file)
 
@@ -404,7 +407,8 @@ def classifiers_task(job: ClassifiersJob) -> tuple[dict[int, Coherence], dict[st
     features (all the scoring reads) never use."""
     scorer = load_scorer(job.scorer_file)
     with np.load(job.ref_file, allow_pickle=False) as z:
-        ref = Reference(Tokens(z["ids"], z["lengths"], z["script"]), z["rows"])
+        surf = z["surface"] if "surface" in z.files else None
+        ref = Reference(Tokens(z["ids"], z["lengths"], z["script"], surf), z["rows"])
     fit_classifiers(scorer, ref, None, job.extra)
     return dict(scorer.classifiers), scorer.info["classifiers"]
 
