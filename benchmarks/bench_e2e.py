@@ -20,7 +20,7 @@ executor map of more than one item is in flight (work moved into a one-task map 
 still counts; work a driver thread does while a map runs does not), plus the
 runner's CPU between stages, over all CPU; `driver_cpu_share` counts all the driver's CPU;
 `serial_wall_share` is the wall time with no such map in flight (Amdahl's serial part). Medians
-over repeats.
+over repeats (`serial_share` and the runner's CPU: each repeat's own, then the median).
 
 Writes outputs/benchmarks/e2e.json (`--out`). `--mb 40` with two trees needs ~4 CPU-minutes
 per tree (under 10 minutes of wall on 2 idle cores, an estimate from the CPU-seconds); under
@@ -277,8 +277,15 @@ def summarise(runs: list[dict], text_bytes: int, lim: dict) -> dict:
     wall = med(r["wall_s"] for r in runs)
     stages = out["stages"].values()
     stage_serial = sum(s["serial_wall_s"] for s in stages)
-    runner = total_cpu - sum(s["cpu_s"] for s in stages)  # between stages: the driver's
-    serial_cpu = sum(s["serial_cpu_s"] for s in stages) + runner
+    # per repeat, then the median: a median of totals minus a sum of per-stage medians can
+    # fall below zero when repeats vary by more than the runner's share
+    runners, shares = [], []
+    for r in runs:
+        between = r["cpu_s"] - sum(x["cpu_s"] for x in r["stages"].values())  # the driver's
+        serial_r = sum(x.get("serial_cpu_s", x["driver_cpu_s"]) for x in r["stages"].values())
+        runners.append(between)
+        shares.append((serial_r + between) / r["cpu_s"])
+    runner = med(runners)
     e2e = text_bytes / 1e6 / total_cpu
     out.update(
         cpu_s=round(total_cpu, 2),
@@ -288,7 +295,7 @@ def summarise(runs: list[dict], text_bytes: int, lim: dict) -> dict:
         share_of_regex_pass=round(e2e / regex_rate, 3),
         driver_cpu_share=round(driver / total_cpu, 4),  # driver CPU (all its threads) / all CPU
         # driver CPU that no multi-item map overlapped, plus the runner's between stages
-        serial_share=round(serial_cpu / total_cpu, 4),
+        serial_share=round(med(shares), 4),
         serial_wall_share=round(
             (stage_serial + (wall - sum(s["wall_s"] for s in stages))) / wall, 4
         ),
