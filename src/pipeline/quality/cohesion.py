@@ -70,14 +70,7 @@ def cohesion_features(
     num_units = np.bincount(doc[at], minlength=n).astype(np.float64)
     out[:, 4] = num_units / np.maximum(tokens.lengths, 1)
     if len(unit):
-        d, s = doc[at], seg[at]
-        order = np.lexsort((s, unit, d))
-        d, u, s = d[order], unit[order], s[order]
-        same = np.zeros(len(u), bool)
-        same[1:] = (u[1:] == u[:-1]) & (d[1:] == d[:-1])
-        gap = np.zeros(len(u), np.int64)
-        gap[1:] = s[1:] - s[:-1]
-        gap[~same] = -1
+        d, s, same, gap = _repeats(doc[at], seg[at], unit)
         back = gap >= 1  # repeated from an earlier segment
         near = back & (gap <= LINK_GAP)
         linked = np.zeros(int(seg[-1]) + 1, bool)
@@ -102,6 +95,20 @@ def cohesion_features(
     out[:, 3] = np.where(num_b > 0, g_b / np.maximum(num_b, 1) - g_all, 0.0)
     out[tokens.lengths == 0] = 0.0
     return out
+
+
+def _repeats(d: np.ndarray, s: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Occurrences (document d, segment s, key) sorted by (document, key, segment): their d and
+    s in that order, `same` (the occurrence before is the same key in the same document) and
+    `gap` (segments since that one; -1 where not `same`)."""
+    order = np.lexsort((s, key, d))
+    d, u, s = d[order], key[order], s[order]
+    same = np.zeros(len(u), bool)
+    same[1:] = (u[1:] == u[:-1]) & (d[1:] == d[:-1])
+    gap = np.zeros(len(u), np.int64)
+    gap[1:] = s[1:] - s[:-1]
+    gap[~same] = -1
+    return d, s, same, gap
 
 
 def _units(
@@ -224,14 +231,7 @@ def entity_features(
     out[:, 0] = np.bincount(doc[at], minlength=n) / np.maximum(tokens.lengths, 1)
     multi = num_seg >= 2
     if len(key):
-        d, s = doc[at], seg[at]
-        order = np.lexsort((s, key, d))
-        d, u, s = d[order], key[order], s[order]
-        same = np.zeros(len(u), bool)
-        same[1:] = (u[1:] == u[:-1]) & (d[1:] == d[:-1])
-        gap = np.zeros(len(u), np.int64)
-        gap[1:] = s[1:] - s[:-1]
-        gap[~same] = -1
+        d, s, same, gap = _repeats(doc[at], seg[at], key)
         back = gap >= 1
         rep = np.bincount(d[back], minlength=n) / np.maximum(np.bincount(d, minlength=n), 1)
         out[:, 1] = np.where(multi, rep, 0.0)
