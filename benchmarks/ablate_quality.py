@@ -165,6 +165,8 @@ def recipe(
         }
     if tokenizer is not None:
         raw["tokenize"] = {"tokenizer_path": str(tokenizer)}
+    if name.endswith("_sentence"):  # the honest folds (docs/quality.md, coherence_folds)
+        raw["quality"] = {**(raw.get("quality") or {}), "coherence_folds": "sentence"}
     path = out / f"data_{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -267,6 +269,11 @@ def main() -> None:
         help="also run after_shares_tok: after_shares with before's tokenizer (a diagnostic: "
         "what of a gap is the tokenizer trained on the new mix)",
     )
+    p.add_argument(
+        "--after-sentence",
+        action="store_true",
+        help="also run after_sentence: after with quality.coherence_folds: sentence",
+    )
     args = p.parse_args()
     t0 = time.perf_counter()
     mix = build_mix(args.out, args.per_source)
@@ -275,6 +282,7 @@ def main() -> None:
     afters = {"as_filtered": ["after"], "before_shares": ["after_shares"]}.get(
         args.mix, ["after", "after_shares"]
     ) + (["after_shares_tok"] if args.before_tokenizer else [])
+    afters += ["after_sentence"] if args.after_sentence else []
     before_demo = args.before_src.parent / "recipes" / "data_demo.yaml"
     sides = [("before", args.before_src, before_demo)]
     sides += [(a, ROOT / "src", ROOT / "recipes" / "data_demo.yaml") for a in afters]
