@@ -60,11 +60,7 @@ def cohesion_features(
     out = np.zeros((n, len(COHESION_NAMES)))
     if len(tokens.ids) == 0:
         return out
-    new_seg, seg, bound = _segments(tokens, starts, is_end)
-    num_seg = np.zeros(n, np.int64)
-    last = starts + np.maximum(tokens.lengths, 1) - 1
-    has = tokens.lengths > 0
-    num_seg[has] = seg[last[has]] - seg[starts[has]] + 1
+    seg, bound, seg_doc, num_seg = _doc_segments(tokens, doc, starts, is_end)
 
     unit, at = _units(tokens, log_uni, doc, is_end)
     num_units = np.bincount(doc[at], minlength=n).astype(np.float64)
@@ -75,7 +71,6 @@ def cohesion_features(
         near = back & (gap <= LINK_GAP)
         linked = np.zeros(int(seg[-1]) + 1, bool)
         linked[s[near]] = True
-        seg_doc = np.repeat(np.arange(n), num_seg)
         num_linked = np.bincount(seg_doc, weights=linked[: len(seg_doc)], minlength=n)
         multi = num_seg >= 2
         out[:, 0] = np.where(multi, num_linked / np.maximum(num_seg - 1, 1), 0.0)
@@ -152,6 +147,15 @@ def _segments(tokens: Tokens, starts: np.ndarray, is_end: np.ndarray):
     return new_seg, np.cumsum(new_seg) - 1, sent_start & ~first
 
 
+def _doc_segments(tokens: Tokens, doc: np.ndarray, starts: np.ndarray, is_end: np.ndarray):
+    """(seg, bound, seg_doc, num_seg): _segments' segment id of every token and sentence
+    bounds, each segment's document (segments are contiguous per document, and a document with
+    tokens starts one) and the segments per document (int64 [n], 0 without tokens)."""
+    new_seg, seg, bound = _segments(tokens, starts, is_end)
+    seg_doc = doc[new_seg]
+    return seg, bound, seg_doc, np.bincount(seg_doc, minlength=len(tokens.lengths))
+
+
 def segment_features(
     tokens: Tokens, gain: np.ndarray, doc: np.ndarray, starts: np.ndarray, is_end: np.ndarray
 ) -> np.ndarray:
@@ -166,12 +170,11 @@ def segment_features(
     out = np.zeros((n, len(COHESION_NAMES_V3)))
     if len(tokens.ids) == 0:
         return out
-    new_seg, seg, _ = _segments(tokens, starts, is_end)
+    seg, _, seg_doc, num_seg = _doc_segments(tokens, doc, starts, is_end)
+    num_seg = num_seg.astype(np.float64)
     num = int(seg[-1]) + 1
     cnt = np.bincount(seg, minlength=num).astype(np.float64)
     m = np.bincount(seg, weights=gain, minlength=num) / np.maximum(cnt, 1.0)
-    seg_doc = doc[new_seg]  # each segment's document (segments are contiguous per document)
-    num_seg = np.bincount(seg_doc, minlength=n).astype(np.float64)
     mean = np.bincount(seg_doc, weights=m, minlength=n) / np.maximum(num_seg, 1.0)
     var = np.bincount(seg_doc, weights=(m - mean[seg_doc]) ** 2, minlength=n)
     std = np.sqrt(var / np.maximum(num_seg, 1.0))
@@ -222,9 +225,7 @@ def entity_features(
     out = np.zeros((n, len(ENTITY_NAMES)))
     if len(tokens.ids) == 0:
         return out
-    new_seg, seg, bound = _segments(tokens, starts, is_end)
-    seg_doc = doc[new_seg]
-    num_seg = np.bincount(seg_doc, minlength=n)
+    seg, bound, seg_doc, num_seg = _doc_segments(tokens, doc, starts, is_end)
     first_seg = np.concatenate([[0], np.cumsum(num_seg)])[:-1]
     local = np.arange(len(seg_doc), dtype=np.int64) - first_seg[seg_doc]
     key, at = _entities(tokens, log_uni, doc, starts, is_end, bound)
