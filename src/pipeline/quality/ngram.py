@@ -455,14 +455,11 @@ class HashTable:
 def _group(keys: np.ndarray) -> tuple[np.ndarray, ...]:
     """(distinct keys ascending, one occurrence index per key, group id of every element).
     Like np.unique with return_index/return_inverse, but the occurrence is *some* occurrence:
-    all occurrences of an n-gram hash share their sub-n-gram hashes. Uses the default (SIMD
-    quicksort) argsort, several times faster than np.unique's stable sort."""
-    order = np.argsort(keys)
-    ks = keys[order]
-    new = np.concatenate([[True], ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, bool)
-    gid = np.empty(len(keys), np.int64)
-    gid[order] = np.cumsum(new) - 1
-    return ks[new], order[new], gid
+    all occurrences of an n-gram hash share their sub-n-gram hashes. By `_distinct` (a SIMD
+    sort of the values and a hash probe for the group ids): ~5x faster than an argsort of
+    1-2 M uint64 n-gram hashes, the same groups."""
+    rep, gid = _distinct(keys)
+    return keys[rep], rep, gid
 
 
 def _per_fold(gid: np.ndarray, num: int, fold: np.ndarray, k: int, w: np.ndarray | None = None):
