@@ -137,6 +137,42 @@ def test_workers_die_when_the_parent_is_killed(tmp_path):
     assert not alive
 
 
+_PRELOAD_SCRIPT = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from pipeline.executor import Executor
+
+def seen(_):
+    forkserver = os.getppid()
+    threads = len(os.listdir(f"/proc/{forkserver}/task"))
+    return threads, "pipeline.stages" in sys.modules
+
+if __name__ == "__main__":
+    with Executor(2) as ex:
+        print(json.dumps(ex.map(seen, range(4))))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("jemalloc_conf", [None, "background_thread:true"])
+def test_forkserver_preloads_the_stages_only_while_single_threaded(tmp_path, jemalloc_conf):
+    """Workers fork from a forkserver that imported the stages once, and that forkserver runs
+    one thread (pyarrow's jemalloc purge thread off). A user's own jemalloc setting would start
+    that thread: then nothing is preloaded and the workers import the stages themselves."""
+    script = tmp_path / "preload.py"
+    script.write_text(_PRELOAD_SCRIPT)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
+    if jemalloc_conf:
+        env["JE_ARROW_MALLOC_CONF"] = jemalloc_conf
+    out = subprocess.run(
+        [sys.executable, str(script), src], env=env, capture_output=True, text=True, check=True
+    )
+    seen = yaml.safe_load(out.stdout)
+    assert [threads for threads, _ in seen] == [1] * 4
+    assert [preloaded for _, preloaded in seen] == [jemalloc_conf is None] * 4
+
+
 def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):
     """The portable fallback (no prctl): a worker polls for its run's process."""
     exits = []

@@ -154,7 +154,7 @@ class Executor(BaseExecutor):
             # forkserver: no fork() of a process that already runs pyarrow/numpy threads
             self._pool = ProcessPoolExecutor(
                 self.workers,
-                mp_context=mp.get_context("forkserver"),
+                mp_context=forkserver_context(),
                 initializer=_init_worker,
                 initargs=(os.getpid(),),
             )
@@ -180,6 +180,31 @@ class Executor(BaseExecutor):
         for proc in processes:
             proc.join(timeout=10)
         self._pool = None
+
+
+# What every worker imports, imported once by the forkserver instead: each forked worker starts
+# with the stages loaded (~0.6 CPU-s and ~70 MB of private memory less per worker)
+PRELOAD = ["pipeline.stages"]
+# The forkserver forks every worker, so it must stay single-threaded: pyarrow's jemalloc
+# starts a background purge thread at import unless told not to, OpenBLAS a thread pool
+# unless limited to one thread. These settings reach the forkserver and the workers through
+# the environment (the driver's own threads are already running and do not fork).
+SINGLE_THREADED_ENV = {
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+
+
+def forkserver_context() -> Any:
+    """The forkserver context, with PRELOAD when the environment keeps the forkserver
+    single-threaded (the defaults of SINGLE_THREADED_ENV are set here when unset; a user's own
+    other values turn the preload off, and the workers import the stages themselves)."""
+    ctx = mp.get_context("forkserver")
+    for key, value in SINGLE_THREADED_ENV.items():
+        os.environ.setdefault(key, value)
+    if all(os.environ[k] == v for k, v in SINGLE_THREADED_ENV.items()):
+        ctx.set_forkserver_preload(PRELOAD)  # no effect once the forkserver runs
+    return ctx
 
 
 WATCH_S = 1.0  # how often a worker checks that the process that started it is still alive
