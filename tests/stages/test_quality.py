@@ -665,3 +665,98 @@ def test_self_reference_reads_clean_kept_parts_when_clean_ran_with_its_defaults(
     assert reused == again and 10 <= len(again) < 60  # the budget stopped the draw
     assert any("Mail" in t for t in again)  # documents clean changed: their cleaned text
     assert all("&amp;" not in t and "ann@example.com" not in t for t in again)
+
+
+def _clean_run(tmp_path: Path, name: str, clean: dict) -> Path:
+    """download + clean of 60 real documents (a third with an address and an entity, some
+    short, some long) and 20 shorts of 20 words, in parts of 25."""
+    rng = np.random.default_rng(12)
+    real = [good_doc(rng) for _ in range(60)]
+    texts = [
+        t + " Mail ann@example.com &amp; more." if i % 3 == 0 else t for i, t in enumerate(real)
+    ]
+    texts += [" ".join(t.split()[:20]) + "." for t in real[:20]]  # under 50 words
+    src = _jsonl(tmp_path / f"{name}.jsonl", texts)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 25}}
+    run_stages(tmp_path / name, {**stages, "clean": clean})
+    return tmp_path / name
+
+
+def _quality_ctx(run: Path, config):
+    import dataclasses
+
+    from pipeline.executor import Executor
+    from pipeline.stage import StageContext, StageInputs
+
+    clean = dataclasses.replace(StageInputs.from_dir("clean", run / "clean"), config=config)
+    inputs = {"download": StageInputs.from_dir("download", run / "download"), "clean": clean}
+    return StageContext("quality", run, run / ".q", 5, inputs, "clean", Executor(1), False)
+
+
+@pytest.mark.parametrize(
+    "clean",
+    [
+        {"max_fineweb_dup_line_chars_frac": 0.1, "min_words": 30},  # loosened: keeps more
+        {"min_words": 120, "max_fineweb_dup_line_chars_frac": None},  # tightened: drops some
+    ],
+)
+@pytest.mark.parametrize("budget", [20_000, 10**9])
+def test_self_reference_reads_clean_default_rule_parts_for_a_threshold_only_config(
+    tmp_path, monkeypatch, clean, budget
+):
+    """clean with other thresholds than its defaults writes default_rule/ parts (which rows its
+    defaults keep, with the cleaned text of those it dropped itself); the draw reads them and
+    clean's kept parts: the same reference as cleaning the drawn documents again, no clean
+    call. Tightened, some reference documents come from default_rule/ texts alone."""
+    import dataclasses
+
+    from pipeline.stages.clean import CleanConfig
+    from pipeline.stages.quality import lm
+    from pipeline.stages.quality.config import QualityConfig
+
+    run = _clean_run(tmp_path, "run", clean)
+    rule = sorted((run / "clean" / "default_rule").glob("part-*.parquet"))
+    assert len(rule) == len(list((run / "clean").glob("part-*.parquet"))) == 4
+    extra = [t for p in rule for t in pq.read_table(p).column("text").to_pylist() if t]
+    kept = {t for p in (run / "clean").glob("part-*.parquet") for t in pq.read_table(p)["text"]}
+    assert (len(extra) > 0) == ("min_words" in clean and clean["min_words"] > 50)
+    cfg = dataclasses.replace(QualityConfig(), reference_max_chars=budget)
+    again = lm.self_reference(cfg, _quality_ctx(run, None))  # unknown config: cleaned again
+
+    def no_clean(*a, **k):
+        raise AssertionError("cleaned again")
+
+    monkeypatch.setattr(lm, "clean_texts", no_clean)
+    reused = lm.self_reference(cfg, _quality_ctx(run, CleanConfig(**clean)))
+    assert reused == again and len(again) >= 10
+    assert all("&amp;" not in t and "ann@example.com" not in t for t in again)
+    if budget > 10**6 and extra:  # every eligible document: some clean itself dropped
+        assert set(extra) <= set(again) and not set(extra) & kept
+
+
+def test_self_reference_cleans_again_after_a_text_changing_clean(tmp_path, monkeypatch):
+    """A clean config that changes texts (here: no whitespace folding) or the statistics
+    (max_chars) writes no default_rule/ parts, and the draw cleans the drawn documents again."""
+    import dataclasses
+
+    from pipeline.stages import clean as clean_stage
+    from pipeline.stages.clean import CleanConfig
+    from pipeline.stages.quality import lm
+    from pipeline.stages.quality.config import QualityConfig
+
+    assert not clean_stage.shares_default_stats(CleanConfig())  # the defaults: kept parts
+    assert clean_stage.shares_default_stats(CleanConfig(min_words=10, drop_lorem_ipsum=False))
+    for bad in ({"fold_whitespace": False}, {"max_chars": 10**5}, {"redact_pii": []}):
+        assert not clean_stage.shares_default_stats(CleanConfig(min_words=10, **bad)), bad
+    assert not clean_stage.shares_default_stats(CleanConfig(min_words_per_line=3))
+    assert not clean_stage.shares_default_stats(CleanConfig(detect_language=True))
+    run = _clean_run(tmp_path, "run", {"fold_whitespace": False, "min_words": 30})
+    assert not (run / "clean" / "default_rule").exists()
+    calls = []
+    real = lm.clean_texts
+    monkeypatch.setattr(lm, "clean_texts", lambda t, c: calls.append(len(t)) or real(t, c))
+    cfg = dataclasses.replace(QualityConfig(), reference_max_chars=20_000)
+    ref = lm.self_reference(
+        cfg, _quality_ctx(run, CleanConfig(fold_whitespace=False, min_words=30))
+    )
+    assert calls and len(ref) >= 10

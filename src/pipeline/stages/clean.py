@@ -9,6 +9,7 @@ Parts are independent, so outputs are byte-identical for any worker count.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from dataclasses import dataclass
@@ -22,11 +23,18 @@ from pipeline.clean import langid, urls
 from pipeline.clean.charclass import SCRIPTS
 from pipeline.clean.normalize import NORMALIZE_COUNTERS, NormalizeOptions, normalize_text
 from pipeline.clean.pii import PII_KINDS, digit_hints, redact
-from pipeline.clean.rules import RULE_NAMES, attribution, evaluate, histogram_counts, summarize
+from pipeline.clean.rules import (
+    RULE_NAMES,
+    RULES,
+    attribution,
+    evaluate,
+    histogram_counts,
+    summarize,
+)
 from pipeline.clean.textstats import STAT_INDEX, filter_stats_batch
 from pipeline.config import bounded, input_path, option
 from pipeline.errors import DataError, RecipeError
-from pipeline.parts import read_table, write_kept_and_rejected
+from pipeline.parts import np_array, part_name, read_table, write_kept_and_rejected, write_table
 from pipeline.sources.files import expand_paths
 from pipeline.stage import DocCounts, PartItem, Stage, StageContext, StageResult
 
@@ -220,21 +228,83 @@ def clean_texts(texts: list[str | None], cfg: CleanConfig) -> CleanedBatch:
     keep = ~fails.any(axis=1)
     pii: Counter[str] = Counter(dict.fromkeys(cfg.redact_pii, 0))
     if cfg.redact_pii:
-        kinds = tuple(cfg.redact_pii)
-        longest, digits = (
-            stats[:, STAT_INDEX["max_word_length"]],
-            stats[:, STAT_INDEX["digit_chars_frac"]],
-        )
-        kept = np.flatnonzero(keep).tolist()
-        near = digit_hints([out_texts[i] for i in kept]) if {"ip", "phone"} & set(kinds) else None
-        for j, i in enumerate(kept):
-            hint = None if np.isnan(longest[i]) else int(longest[i])
-            may = (True, True) if near is None else (bool(near[j, 0]), bool(near[j, 1]))
-            out_texts[i], counts = redact(out_texts[i], kinds, hint, bool(digits[i] != 0), *may)
-            if any(counts.values()):  # most texts hold none: Counter.update costs ~2 us
-                pii.update(counts)
+        pii.update(redact_rows(out_texts, stats, np.flatnonzero(keep), tuple(cfg.redact_pii)))
     return CleanedBatch(
         out_texts, keep, fails, stats, norm_counts, dict(pii), scripts, langs, lang_scores
+    )
+
+
+def redact_rows(
+    texts: list[str], stats: np.ndarray, rows: np.ndarray, kinds: tuple[str, ...]
+) -> Counter:
+    """Redact `kinds` of PII in texts[rows] (in place), with the hints the batch's statistics
+    (float64 [n, stats]) give; returns the replacements made per kind. A text's result depends
+    on it alone (the hints only skip patterns that cannot match)."""
+    pii: Counter[str] = Counter()
+    longest, digits = (
+        stats[:, STAT_INDEX["max_word_length"]],
+        stats[:, STAT_INDEX["digit_chars_frac"]],
+    )
+    rows_ = rows.tolist()
+    near = digit_hints([texts[i] for i in rows_]) if {"ip", "phone"} & set(kinds) else None
+    for j, i in enumerate(rows_):
+        hint = None if np.isnan(longest[i]) else int(longest[i])
+        may = (True, True) if near is None else (bool(near[j, 0]), bool(near[j, 1]))
+        texts[i], counts = redact(texts[i], kinds, hint, bool(digits[i] != 0), *may)
+        if any(counts.values()):  # most texts hold none: Counter.update costs ~2 us
+            pii.update(counts)
+    return pii
+
+
+# ------------------------------------------------ the default rule's verdicts (`default_rule/`)
+
+DEFAULT_CLEAN = CleanConfig()
+DEFAULT_RULE_DIR = "default_rule"
+# fields that only decide which documents are kept: a rule's threshold or switch, read by
+# `evaluate` alone. Not here, since they change a text or the statistics a rule reads:
+# normalisation, redact_pii, max_chars (stats of a longer text are skipped), max_word_length and
+# min_words_per_line (the C4 line filter behind c4_* stats), languages / detect_language (stop
+# words by language), the URL lists (rows dropped before any text rule)
+_DECISION_ONLY = frozenset(r.key for r in RULES) - {"max_chars", "max_word_length"}
+
+
+def shares_default_stats(cfg: CleanConfig) -> bool:
+    """Whether `cfg` differs from clean's defaults only in fields that decide which documents
+    are kept (`_DECISION_ONLY`), and does differ: then one pass's texts and statistics are the
+    defaults' too, and clean writes which documents the defaults keep (`default_rule_table`)."""
+    if cfg.domain_blocklist is not None or cfg.url_blocklist is not None:
+        return False
+    diff = [
+        f.name
+        for f in dataclasses.fields(CleanConfig)
+        if f.name != "url_field" and getattr(cfg, f.name) != getattr(DEFAULT_CLEAN, f.name)
+    ]
+    return bool(diff) and all(name in _DECISION_ONLY for name in diff)
+
+
+def default_rule_table(batch: CleanedBatch) -> pa.Table:
+    """The documents of `batch` that clean's defaults keep, in row order: `row` (int64, the
+    input row), `kept_row` (int64, its row in the kept part, -1 when this config dropped it)
+    and `text` (its cleaned text where kept_row is -1, else null: the kept part holds it).
+    Valid only where `shares_default_stats` holds for the batch's config."""
+    ok = ~evaluate(batch.stats, DEFAULT_CLEAN).any(axis=1)
+    rows = np.flatnonzero(ok)
+    kept_row = np.where(batch.keep, np.cumsum(batch.keep) - 1, -1)[rows]
+    extra = rows[kept_row < 0]  # normalised, not yet redacted: this config dropped them
+    texts: list[str | None] = [None] * len(rows)
+    if len(extra):
+        own = [batch.texts[i] for i in extra.tolist()]
+        kinds = tuple(DEFAULT_CLEAN.redact_pii)
+        if kinds:
+            redact_rows(own, batch.stats[extra], np.arange(len(extra)), kinds)
+        for j, t in zip(np.flatnonzero(kept_row < 0).tolist(), own, strict=True):
+            texts[j] = t
+    return pa.table(
+        {
+            "row": np_array(rows.astype(np.int64)),
+            "kept_row": np_array(kept_row.astype(np.int64)),
+            "text": pa.array(texts, pa.string()),
+        }
     )
 
 
@@ -331,6 +401,10 @@ def clean_part(
     if url_reasons is not None:
         keep, reasons = _with_url_reasons(url_reasons, batch.keep, reasons)
     outputs, counts = write_kept_and_rejected(Path(out_dir), index, full, keep, reasons, kept=kept)
+    if shares_default_stats(cfg):  # for the quality stage's self reference (docs/clean.md)
+        rel = f"{DEFAULT_RULE_DIR}/{part_name(index)}"
+        write_table(Path(out_dir) / rel, default_rule_table(batch))
+        outputs.append(rel)
     att = attribution(batch.fails)
     return {
         "outputs": outputs,

@@ -48,7 +48,13 @@ from pipeline.quality.lmscore import (
     text_keys,
 )
 from pipeline.quality.ngram import SCRIPTS, Tokens
-from pipeline.stages.clean import CleanConfig, clean_texts
+from pipeline.stages.clean import (
+    DEFAULT_CLEAN,
+    DEFAULT_RULE_DIR,
+    CleanConfig,
+    clean_texts,
+    shares_default_stats,
+)
 from pipeline.stages.quality import partcols
 
 TMP_LM_FILE = ".lm-scorer.npz"  # only while worker processes score; not an output
@@ -62,7 +68,7 @@ REF_OVERSAMPLE = 1.25
 REF_MARGIN = 1.2
 # the self reference's own fixed clean rule: clean's published defaults, whatever the recipe's
 # clean block says, so tuning clean moves no reference document (and no score)
-REFERENCE_CLEAN = CleanConfig()
+REFERENCE_CLEAN = DEFAULT_CLEAN  # = CleanConfig(); clean's default_rule/ parts use it too
 UNSPACED_SHARE = 0.3  # a document this much Han/Kana/Thai/... is scored without the heuristic
 FEATS_DIR = ".lm-features"  # per-part LM features between the scoring and coherence passes
 
@@ -97,6 +103,7 @@ class DrawPart:
     index: int
     path: Path
     cleaned: Path | None = None
+    default_rule: Path | None = None  # clean's default_rule/ part: which rows the rule keeps
 
 
 def clean_is_reference(clean: Any) -> bool:
@@ -113,15 +120,69 @@ def clean_is_reference(clean: Any) -> bool:
 
 
 def _draw_parts(ctx: Any, parts: list[Path]) -> list[DrawPart]:
-    """One draw task per download part, with clean's kept part where it can stand in."""
+    """One draw task per download part, with clean's kept part where it can stand in: as is
+    (`clean_is_reference`), or with its `default_rule/` part (clean wrote one where its config
+    differs from REFERENCE_CLEAN in thresholds and switches only: `shares_default_stats`)."""
     clean = ctx.inputs.get("clean")
-    if clean is None or not clean_is_reference(clean.config):
+    if clean is None or not isinstance(clean.config, CleanConfig):
         return [DrawPart(i, p) for i, p in enumerate(parts)]
-    kept = set(clean.files)  # clean writes part i's kept rows to part_name(i), always
-    return [
-        DrawPart(i, p, clean.dir / part_name(i) if part_name(i) in kept else None)
-        for i, p in enumerate(parts)
-    ]
+    files = set(clean.files)  # clean writes part i's kept rows to part_name(i), always
+    if clean_is_reference(clean.config):
+        return [
+            DrawPart(i, p, clean.dir / part_name(i) if part_name(i) in files else None)
+            for i, p in enumerate(parts)
+        ]
+    if not shares_default_stats(clean.config):
+        return [DrawPart(i, p) for i, p in enumerate(parts)]
+    out = []
+    for i, p in enumerate(parts):  # a part without one (clean run by older code): clean again
+        rule = f"{DEFAULT_RULE_DIR}/{part_name(i)}"
+        if part_name(i) in files and rule in files:
+            out.append(DrawPart(i, p, clean.dir / part_name(i), clean.dir / rule))
+        else:
+            out.append(DrawPart(i, p))
+    return out
+
+
+def _drawn_by_rule(item: DrawPart, lo: float, hi: float, seed: int) -> tuple:
+    """(draw keys, cleaned texts) of the download part's rows that REFERENCE_CLEAN keeps and
+    whose draw position is in [lo, hi), in row order, from clean's kept part and its
+    default_rule/ part (`default_rule_table`): what `clean_texts` on the drawn rows gives."""
+    assert item.cleaned is not None and item.default_rule is not None
+    rule = read_table(item.default_rule, columns=["row", "kept_row"])
+    rows = np_array_of(rule.column("row"))
+    names = pq.read_schema(item.path).names
+    if "id" in names:
+        ids = read_table(item.path, columns=["id"]).column("id").take(np_array(rows)).to_pylist()
+        keys = draw_keys([str(i) for i in ids], seed)
+    else:
+        keys = draw_keys([f"{item.index}:{r}" for r in rows.tolist()], seed)
+    u = (keys >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    sel = np.flatnonzero((u >= lo) & (u < hi))
+    if not len(sel):
+        return keys[sel], []
+    kept_row = np_array_of(rule.column("kept_row"))[sel]
+    mine = kept_row >= 0
+    texts: list[str] = [""] * len(sel)
+    if mine.any():
+        col = read_table(item.cleaned, columns=["text"]).column("text")
+        for j, t in zip(
+            np.flatnonzero(mine).tolist(),
+            col.take(np_array(kept_row[mine])).to_pylist(),
+            strict=True,
+        ):
+            texts[j] = t or ""
+    if not mine.all():
+        col = read_table(item.default_rule, columns=["text"]).column("text")
+        extra = col.take(np_array(sel[~mine])).to_pylist()
+        for j, t in zip(np.flatnonzero(~mine).tolist(), extra, strict=True):
+            texts[j] = t or ""
+    return keys[sel], texts
+
+
+def np_array_of(col: Any) -> np.ndarray:
+    """int64 [n]: a non-null integer column as numpy."""
+    return np.asarray(col.to_numpy(), np.int64)
 
 
 def _drawn_cleaned(path: Path, lo: float, hi: float, seed: int) -> tuple | None:
@@ -157,7 +218,11 @@ def _eligible_part(
     there, already cleaned (`_drawn_cleaned`). Returns
     (positions as uint64 keys, cleaned texts, characters read)."""
     part, path = item.index, item.path
-    drawn = _drawn_cleaned(item.cleaned, lo, hi, seed) if with_clean and item.cleaned else None
+    drawn = None
+    if with_clean and item.cleaned and item.default_rule:
+        drawn = _drawn_by_rule(item, lo, hi, seed)
+    elif with_clean and item.cleaned:
+        drawn = _drawn_cleaned(item.cleaned, lo, hi, seed)
     if drawn is not None:  # clean's kept rows: already cleaned by the reference's rule
         keys, out = drawn
         return _eligible(keys, out, min_heuristic, max_chars, weights, bias)
