@@ -1,7 +1,9 @@
 """Proof that a refactor changed no output byte: run recipes with two source trees (before,
 after) on 1 and 2 local workers and on Ray, and compare every data file of the run folders by
 sha256. manifest.json and pipeline_report.json are compared without their clock fields
-(seconds, rates, finish times); keys only the new code writes are listed, not failed.
+(seconds, rates, finish times); keys and files only the new code writes are listed, not failed
+(a new file's manifest entry is left out of the comparison; a file the new code no longer
+writes, or writes with other bytes, fails).
 
     python benchmarks/same_bytes.py --before /work/old/src --after src
     python benchmarks/same_bytes.py --after src --before-json outputs/benchmarks/before.json
@@ -79,6 +81,19 @@ def strip_keys(obj, keys: set[str], prefix: str = ""):
     return obj
 
 
+def without_files(obj, paths: set[str]):
+    """`obj` without the manifest's output entries ({"path": ...}) of `paths`."""
+    if isinstance(obj, dict):
+        return {k: without_files(v, paths) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [
+            without_files(v, paths)
+            for v in obj
+            if not (isinstance(v, dict) and v.get("path") in paths)
+        ]
+    return obj
+
+
 def run_folder_digest(run_dir: Path) -> dict:
     """{relative path: sha256} of every data file, and the timeless manifest and report."""
     files, docs = {}, {}
@@ -124,18 +139,20 @@ def compare(before: dict, after: dict) -> dict:
             result[name] = {"error": (a or {}).get("error") or b.get("error") or "no before run"}
             continue
         fa, fb = a["files"], b["files"]
-        differ = sorted(f for f in fa.keys() | fb.keys() if fa.get(f) != fb.get(f))
+        new_files = sorted(fb.keys() - fa.keys())  # only the new code writes them: listed
+        differ = sorted(f for f in fa.keys() if fa.get(f) != fb.get(f))
         json_diff, added, removed = [], {}, {}
         for rel in JSON_FILES:
             ka, kb = key_paths(a["json"].get(rel)), key_paths(b["json"].get(rel))
             added[rel], removed[rel] = sorted(kb - ka), sorted(ka - kb)
             common = ka & kb
-            ja, jb = a["json"].get(rel), b["json"].get(rel)
+            ja, jb = a["json"].get(rel), without_files(b["json"].get(rel), set(new_files))
             if strip_keys(ja, ka - common) != strip_keys(jb, kb - common):
                 json_diff.append(rel)
         result[name] = {
             "data_files": len(b["files"]),
             "differing_files": differ,
+            "added_files": new_files,
             "json_differing_values": json_diff,
             "json_keys_added": added,
             "json_keys_removed": removed,
