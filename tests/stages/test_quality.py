@@ -732,6 +732,11 @@ def test_self_reference_reads_clean_default_rule_parts_for_a_threshold_only_conf
     assert all("&amp;" not in t and "ann@example.com" not in t for t in again)
     if budget > 10**6 and extra:  # every eligible document: some clean itself dropped
         assert set(extra) <= set(again) and not set(extra) & kept
+    c, d = run / "clean", run / "download"  # kept rows of another part: ids differ, None
+    item = lm.DrawPart(0, d / "part-00000.parquet", c / "part-00001.parquet", rule[0])
+    assert lm._drawn_by_rule(item, 0.0, 1.0, 5) is None
+    item = lm.DrawPart(0, d / "part-00000.parquet", c / "part-00000.parquet", rule[0])
+    assert len(lm._drawn_by_rule(item, 0.0, 1.0, 5)[1]) == pq.read_table(rule[0]).num_rows
 
 
 def test_self_reference_cleans_again_after_a_text_changing_clean(tmp_path, monkeypatch):

@@ -144,10 +144,11 @@ def _draw_parts(ctx: Any, parts: list[Path]) -> list[DrawPart]:
     return out
 
 
-def _drawn_by_rule(item: DrawPart, lo: float, hi: float, seed: int) -> tuple:
+def _drawn_by_rule(item: DrawPart, lo: float, hi: float, seed: int) -> tuple | None:
     """(draw keys, cleaned texts) of the download part's rows that REFERENCE_CLEAN keeps and
     whose draw position is in [lo, hi), in row order, from clean's kept part and its
-    default_rule/ part (`default_rule_table`): what `clean_texts` on the drawn rows gives."""
+    default_rule/ part (`default_rule_table`): what `clean_texts` on the drawn rows gives.
+    None when the kept rows' ids are not the download rows' (clean read another input)."""
     assert item.cleaned is not None and item.default_rule is not None
     rule = read_table(item.default_rule, columns=["row", "kept_row"])
     rows = np_array_of(rule.column("row"))
@@ -165,11 +166,15 @@ def _drawn_by_rule(item: DrawPart, lo: float, hi: float, seed: int) -> tuple:
     mine = kept_row >= 0
     texts: list[str] = [""] * len(sel)
     if mine.any():
-        col = read_table(item.cleaned, columns=["text"]).column("text")
+        cols = ["id", "text"] if "id" in names else ["text"]
+        kept = read_table(item.cleaned, columns=cols)
+        if int(kept_row.max()) >= kept.num_rows:
+            return None  # clean's input was not this download part (a stage between): clean
+        kept = kept.take(np_array(kept_row[mine]))
+        if "id" in names and kept.column("id").to_pylist() != [ids[j] for j in sel[mine]]:
+            return None
         for j, t in zip(
-            np.flatnonzero(mine).tolist(),
-            col.take(np_array(kept_row[mine])).to_pylist(),
-            strict=True,
+            np.flatnonzero(mine).tolist(), kept.column("text").to_pylist(), strict=True
         ):
             texts[j] = t or ""
     if not mine.all():
