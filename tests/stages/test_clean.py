@@ -196,3 +196,37 @@ def test_waves_of_parts_sum_to_the_same_stats_and_bytes(tmp_path, monkeypatch):
         )
     assert [g[2] for g in got] == [1, 2]  # 10 parts: one call, then 8 + 2
     assert got[0][:2] == got[1][:2]
+
+
+def test_default_rule_table_is_what_the_defaults_keep(tmp_path):
+    """For a threshold-only config (min_words 61 instead of 50), clean_part writes
+    default_rule/part-i: the rows CleanConfig() keeps, their row in the kept part (-1 for the
+    60-word document this config drops), and, for that one, the text the defaults give it
+    (normalised and redacted). A text-changing config writes none."""
+    import numpy as np
+    import pyarrow as pa
+
+    from pipeline.sources.toy import good_doc
+    from pipeline.stages.clean import clean_texts
+
+    rng = np.random.default_rng(1)
+    docs = [good_doc(rng) for _ in range(2)]  # 190 and 182 words
+    texts = [
+        docs[0] + " Mail ann@example.com now.",  # kept by both
+        " ".join(docs[1].split()[:55]) + ". Mail bob@example.com &amp; more.",  # 60 words
+        " ".join(docs[1].split()[:20]) + ".",  # both drop
+    ]
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), path)
+    out = clean_part(PartItem(0, str(path)), CleanConfig(min_words=61), str(tmp_path / "o"))
+    assert "default_rule/part-00000.parquet" in out["outputs"]
+    rule = pq.read_table(tmp_path / "o/default_rule/part-00000.parquet").to_pylist()
+    want = clean_texts(texts, CleanConfig())
+    assert [r["row"] for r in rule] == [0, 1] and want.keep.tolist() == [True, True, False]
+    assert [r["kept_row"] for r in rule] == [0, -1]
+    assert rule[0]["text"] is None and rule[1]["text"] == want.texts[1]
+    assert "bob@example.com" not in rule[1]["text"] and "&amp;" not in rule[1]["text"]
+    out = clean_part(
+        PartItem(0, str(path)), CleanConfig(min_words=61, nfkc=False), str(tmp_path / "p")
+    )
+    assert not any(o.startswith("default_rule/") for o in out["outputs"])
