@@ -29,7 +29,10 @@ a proxy model learns from each, in bits per byte on held-out real text of every 
    after, as_filtered) on the mix less some injected junk rows (mix_<NAME>.jsonl: the same rows
    in the same order, those dropped), trained in the same ablation after the other runs and
    judged against that side's run on the full mix (summary "variant_verdicts"). A diagnostic:
-   what of a gap between before and after the junk each one keeps explains.
+   what of a gap between before and after the junk each one keeps explains. `before_reorder` /
+   `after_reorder` (REORDERS): that side's data run as it is, its train sequences in another
+   order (shard pre-shuffles them and 200 steps read the first 400, so this is the draw of
+   which sequences a budget reads, held by no seed's noise bound).
 
 Writes outputs/benchmarks/ablate_quality.json (the ablation's rows, the mix's counts, and each
 run's kept documents per source).
@@ -105,6 +108,50 @@ VARIANTS = {
     "before_no_junk": ("before", lambda i: _junk_kind(i) is not None, "before, no junk rows"),
     "after_no_junk": ("after", lambda i: _junk_kind(i) is not None, "after, no junk rows"),
 }
+
+
+# --variant NAME: (side, seed) for the reorder variants: that side's data run as it is (same
+# documents, same sequences, same tokenizer), the train sequences in another order. Shard
+# pre-shuffles train (every proxy seed reads the same order, and 200 steps read only the first
+# 400 sequences), so any change of the data also redraws which sequences the budget reads: the
+# reorder variants measure that draw, which the seeds' noise bound does not hold.
+REORDERS = {
+    "before_reorder": ("before", 1, "before's data run, train sequences in another order"),
+    "after_reorder": ("after", 1, "after's data run, train sequences in another order"),
+}
+
+
+def reorder_run(out: Path, name: str) -> Path:
+    """<out>/<name>: a copy of the side's data run whose shard/train holds the same sequences in
+    the order of a numpy permutation (REORDERS' seed); the shard sizes kept, sha256 redone."""
+    import shutil
+
+    from pipeline.hashing import sha256_file
+
+    side, seed, _ = REORDERS[name]
+    dst = out / name
+    src_meta = json.loads((out / side / "shard" / "train" / "metadata.json").read_text())
+    src_shas = [e["sha256"] for e in src_meta["shards"]]
+    done = dst / "shard" / "train" / "metadata.json"
+    if done.is_file() and json.loads(done.read_text()).get("reordered_from") == src_shas:
+        return dst  # already made from these shards (npz bytes carry a time: not remade)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(out / side, dst)
+    train = dst / "shard" / "train"
+    meta = json.loads((train / "metadata.json").read_text())
+    arrays = [np.load(train / e["file"]) for e in meta["shards"]]
+    fields = {k: np.concatenate([a[k] for a in arrays]) for k in arrays[0].files}
+    order = np.random.default_rng(seed).permutation(meta["num_samples"])
+    start = 0
+    for e in meta["shards"]:
+        n = e["num_samples"]
+        rows = order[start : start + n]
+        np.savez(train / e["file"], **{k: v[rows] for k, v in fields.items()})
+        e["sha256"] = sha256_file(train / e["file"])
+        start += n
+    meta["reordered_seed"], meta["reordered_from"] = seed, src_shas
+    (train / "metadata.json").write_text(json.dumps(meta, indent=2))
+    return dst
 
 
 def variant_mix(out: Path, name: str) -> tuple[Path, dict[str, int]]:
@@ -338,7 +385,7 @@ def main() -> None:
         "--variant",
         action="append",
         default=[],
-        choices=sorted(VARIANTS),
+        choices=sorted(VARIANTS) + sorted(REORDERS),
         help="also run this variant (repeatable): one side on the mix less some junk rows "
         "(VARIANTS in the script), judged against that side on the full mix",
     )
@@ -352,14 +399,15 @@ def main() -> None:
     ) + (["after_shares_tok"] if args.before_tokenizer else [])
     afters += ["after_sentence"] if args.after_sentence else []
     variants = list(dict.fromkeys(args.variant))
-    if any(VARIANTS[v][0] == "after" for v in variants) and "after" not in afters:
+    side = {**{v: t[0] for v, t in VARIANTS.items()}, **{v: t[0] for v, t in REORDERS.items()}}
+    if any(side[v] == "after" for v in variants) and "after" not in afters:
         afters.insert(0, "after")  # the variant's baseline: after on the full mix
     before_demo = args.before_src.parent / "recipes" / "data_demo.yaml"
     after_demo = ROOT / "recipes" / "data_demo.yaml"
     sides = [("before", args.before_src, before_demo)]
     sides += [(a, ROOT / "src", after_demo) for a in afters]
     side_of = {"before": (args.before_src, before_demo), "after": (ROOT / "src", after_demo)}
-    sides += [(v, *side_of[VARIANTS[v][0]]) for v in variants]
+    sides += [(v, *side_of[VARIANTS[v][0]]) for v in variants if v in VARIANTS]
     dropped = {}
     for name, src, demo in sides:
         if args.data_only not in (None, name.split("_")[0]):
@@ -372,6 +420,9 @@ def main() -> None:
         demo_raw = yaml.safe_load(demo.read_text())
         path = recipe(args.out, name, demo_raw, shares, tok, mix_path)
         run([py, "-m", "pipeline", "data", "--config", str(path), "-q"], src)
+    for v in variants:
+        if v in REORDERS and args.data_only in (None, side[v]):
+            reorder_run(args.out, v)
     if args.data_only:
         return
     evals = sorted(str(x) for x in args.out.glob("eval_*.jsonl"))
@@ -401,12 +452,16 @@ def main() -> None:
     }
     if variants:
         summary["variants"] = {
-            v: {"side": VARIANTS[v][0], "isolates": VARIANTS[v][2], "dropped": dropped.get(v)}
+            v: {
+                "side": side[v],
+                "isolates": (VARIANTS.get(v) or REORDERS[v])[2],
+                "dropped": dropped.get(v),
+            }
             for v in variants
         }
         if len(result["seeds"]) > 1:
             summary["variant_verdicts"] = {
-                v: verdicts(result, names.index(v), names.index(VARIANTS[v][0])) for v in variants
+                v: verdicts(result, names.index(v), names.index(side[v])) for v in variants
             }
     bench = ROOT / "outputs" / "benchmarks"
     bench.mkdir(parents=True, exist_ok=True)
