@@ -31,8 +31,8 @@ a proxy model learns from each, in bits per byte on held-out real text of every 
    judged against that side's run on the full mix (summary "variant_verdicts"). A diagnostic:
    what of a gap between before and after the junk each one keeps explains. `before_reorder` /
    `after_reorder` (REORDERS): that side's data run as it is, its train sequences in another
-   order (shard pre-shuffles them and 200 steps read the first 400, so this is the draw of
-   which sequences a budget reads, held by no seed's noise bound).
+   order, so the same proxy seeds draw other sequences: a null comparison (same data) that
+   checks the noise bound, and a second set of draws of each side.
 
 Writes outputs/benchmarks/ablate_quality.json (the ablation's rows, the mix's counts, and each
 run's kept documents per source).
@@ -111,10 +111,9 @@ VARIANTS = {
 
 
 # --variant NAME: (side, seed) for the reorder variants: that side's data run as it is (same
-# documents, same sequences, same tokenizer), the train sequences in another order. Shard
-# pre-shuffles train (every proxy seed reads the same order, and 200 steps read only the first
-# 400 sequences), so any change of the data also redraws which sequences the budget reads: the
-# reorder variants measure that draw, which the seeds' noise bound does not hold.
+# documents, same sequences, same tokenizer), the train sequences in another order. The proxy
+# (order: global) draws its 400 sequences per seed from the shard order, so the same seeds read
+# other draws: a null comparison (same data, four more draws) that checks the seeds' noise bound.
 REORDERS = {
     "before_reorder": ("before", 1, "before's data run, train sequences in another order"),
     "after_reorder": ("after", 1, "after's data run, train sequences in another order"),
