@@ -25,6 +25,15 @@ a proxy model learns from each, in bits per byte on held-out real text of every 
     python benchmarks/ablate_quality.py --before-src CHECKOUT_AT_9311ba7/src --seeds 0,1,2
         --set pretrain.max_steps=200      (one command line; cells already trained are reused)
 
+5. Optional `--variant NAME` (repeatable; VARIANTS): one side's code and recipe (before or
+   after, as_filtered) on the mix less some injected junk rows (mix_<NAME>.jsonl: the same rows
+   in the same order, those dropped), trained in the same ablation after the other runs and
+   judged against that side's run on the full mix (summary "variant_verdicts"). A diagnostic:
+   what of a gap between before and after the junk each one keeps explains. `before_reorder` /
+   `after_reorder` (REORDERS): that side's data run as it is, its train sequences in another
+   order, so the same proxy seeds draw other sequences: a null comparison (same data) that
+   checks the noise bound, and a second set of draws of each side.
+
 Writes outputs/benchmarks/ablate_quality.json (the ablation's rows, the mix's counts, and each
 run's kept documents per source).
 """
@@ -65,6 +74,100 @@ JUNK = (
 OTHER_LANG = bqr.OTHER_LANG_JUNK
 HELD_OUT = 0.12
 EVAL_MAX_CHARS = 3000  # per eval document: the eval stays a small share of each training
+
+
+def _junk_kind(row_id: str) -> str | None:
+    """The junk kind of an injected junk row (`<source>/junk<i>:<kind>`), None for the others."""
+    rest = row_id.split("/", 1)[1]
+    return rest.rsplit(":", 1)[1] if rest.startswith("junk") else None
+
+
+def _is_markov(row_id: str) -> bool:
+    return (_junk_kind(row_id) or "").startswith("markov_")
+
+
+# --variant NAME: (side, rows to drop from the mix, what it isolates). Each side is the code and
+# recipe of that run (before: 9311ba7; after: this checkout, the mix as its filters leave it).
+VARIANTS = {
+    "before_no_ru_junk": (
+        "before",
+        lambda i: i.startswith("ru_tinystories/") and _junk_kind(i) is not None,
+        "before without the Russian junk rows (what before's kept Russian junk does)",
+    ),
+    "after_no_en_zh_markov": (
+        "after",
+        lambda i: not i.startswith("ru_tinystories/") and _is_markov(i),
+        "after without the English and Chinese markov_* junk rows (what the Markov junk after "
+        "keeps of the other sources does)",
+    ),
+    "after_no_markov": (
+        "after",
+        _is_markov,
+        "after without every markov_* junk row (Russian ones too)",
+    ),
+    "before_no_junk": ("before", lambda i: _junk_kind(i) is not None, "before, no junk rows"),
+    "after_no_junk": ("after", lambda i: _junk_kind(i) is not None, "after, no junk rows"),
+}
+
+
+# --variant NAME: (side, seed) for the reorder variants: that side's data run as it is (same
+# documents, same sequences, same tokenizer), the train sequences in another order. The proxy
+# (order: global) draws its 400 sequences per seed from the shard order, so the same seeds read
+# other draws: a null comparison (same data, four more draws) that checks the seeds' noise bound.
+REORDERS = {
+    "before_reorder": ("before", 1, "before's data run, train sequences in another order"),
+    "after_reorder": ("after", 1, "after's data run, train sequences in another order"),
+}
+
+
+def reorder_run(out: Path, name: str) -> Path:
+    """<out>/<name>: a copy of the side's data run whose shard/train holds the same sequences in
+    the order of a numpy permutation (REORDERS' seed); the shard sizes kept, sha256 redone."""
+    import shutil
+
+    from pipeline.hashing import sha256_file
+
+    side, seed, _ = REORDERS[name]
+    dst = out / name
+    src_meta = json.loads((out / side / "shard" / "train" / "metadata.json").read_text())
+    src_shas = [e["sha256"] for e in src_meta["shards"]]
+    done = dst / "shard" / "train" / "metadata.json"
+    if done.is_file() and json.loads(done.read_text()).get("reordered_from") == src_shas:
+        return dst  # already made from these shards (npz bytes carry a time: not remade)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(out / side, dst)
+    train = dst / "shard" / "train"
+    meta = json.loads((train / "metadata.json").read_text())
+    arrays = [np.load(train / e["file"]) for e in meta["shards"]]
+    fields = {k: np.concatenate([a[k] for a in arrays]) for k in arrays[0].files}
+    order = np.random.default_rng(seed).permutation(meta["num_samples"])
+    start = 0
+    for e in meta["shards"]:
+        n = e["num_samples"]
+        rows = order[start : start + n]
+        np.savez(train / e["file"], **{k: v[rows] for k, v in fields.items()})
+        e["sha256"] = sha256_file(train / e["file"])
+        start += n
+    meta["reordered_seed"], meta["reordered_from"] = seed, src_shas
+    (train / "metadata.json").write_text(json.dumps(meta, indent=2))
+    return dst
+
+
+def variant_mix(out: Path, name: str) -> tuple[Path, dict[str, int]]:
+    """mix_<name>.jsonl: mix.jsonl less the rows the variant drops (order kept); the dropped
+    rows per source."""
+    drop = VARIANTS[name][1]
+    dropped: dict[str, int] = {}
+    path = out / f"mix_{name}.jsonl"
+    with open(out / "mix.jsonl", encoding="utf-8") as f, open(path, "w", encoding="utf-8") as g:
+        for line in f:
+            row_id = json.loads(line)["id"]
+            if drop(row_id):
+                src = row_id.split("/", 1)[0]
+                dropped[src] = dropped.get(src, 0) + 1
+            else:
+                g.write(line)
+    return path, dict(sorted(dropped.items()))
 
 
 def bucket(text: str, salt: str) -> float:
@@ -140,15 +243,18 @@ def recipe(
     demo: dict,
     shares: dict[str, float] | None = None,
     tokenizer: Path | None = None,
+    mix: Path | None = None,
 ) -> Path:
     """The data recipe of one side: demo's blocks on the mix. With `shares` (the `before_shares`
     mix): download.sources, one entry per source file (so each document's `source` is its
     corpus), and shard.source_weights = shares with source_shortfall shrink: the mix is stated
     and kept, whatever the filters keep of each source. With `tokenizer`: that tokenizer.json
-    instead of training one (the diagnostic run after_shares_tok: before's tokenizer)."""
+    instead of training one (the diagnostic run after_shares_tok: before's tokenizer). With `mix`:
+    that JSONL file instead of mix.jsonl (a --variant's mix)."""
     keep = ("clean", "dedup", "quality", "tokenize", "pack", "shard")
     raw = {"name": name, "seed": demo["seed"], "workers": 1, "out_dir": str(out / name)}
-    raw["download"] = {"source": "jsonl", "path": str(out / "mix.jsonl"), "docs_per_part": 500}
+    path = mix or out / "mix.jsonl"
+    raw["download"] = {"source": "jsonl", "path": str(path), "docs_per_part": 500}
     raw |= {k: demo[k] for k in keep}
     if shares is not None:
         raw["download"] = {
@@ -231,11 +337,11 @@ def kept_per_source(run_dir: Path) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
-def verdicts(result: dict, row: int = -1) -> dict[str, dict]:
-    """Per eval source of rows[row] against rows[0] (before): Δ = its mean BPB - before's, the
+def verdicts(result: dict, row: int = -1, base: int = 0) -> dict[str, dict]:
+    """Per eval source of rows[row] against rows[base] (before): Δ = its mean BPB - base's, the
     standard error over seeds (sqrt(s_b^2/n_b + s_a^2/n_a)) and improves (Δ < -2 se) / holds
     (|Δ| <= 2 se) / worse."""
-    before, after = result["rows"][0]["bpb"], result["rows"][row]["bpb"]
+    before, after = result["rows"][base]["bpb"], result["rows"][row]["bpb"]
     out = {}
     for name, a in after.items():
         b = before[name]
@@ -274,6 +380,14 @@ def main() -> None:
         action="store_true",
         help="also run after_sentence: after with quality.coherence_folds: sentence",
     )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        choices=sorted(VARIANTS) + sorted(REORDERS),
+        help="also run this variant (repeatable): one side on the mix less some junk rows "
+        "(VARIANTS in the script), judged against that side on the full mix",
+    )
     args = p.parse_args()
     t0 = time.perf_counter()
     mix = build_mix(args.out, args.per_source)
@@ -283,23 +397,39 @@ def main() -> None:
         args.mix, ["after", "after_shares"]
     ) + (["after_shares_tok"] if args.before_tokenizer else [])
     afters += ["after_sentence"] if args.after_sentence else []
+    variants = list(dict.fromkeys(args.variant))
+    side = {**{v: t[0] for v, t in VARIANTS.items()}, **{v: t[0] for v, t in REORDERS.items()}}
+    if any(side[v] == "after" for v in variants) and "after" not in afters:
+        afters.insert(0, "after")  # the variant's baseline: after on the full mix
     before_demo = args.before_src.parent / "recipes" / "data_demo.yaml"
+    after_demo = ROOT / "recipes" / "data_demo.yaml"
     sides = [("before", args.before_src, before_demo)]
-    sides += [(a, ROOT / "src", ROOT / "recipes" / "data_demo.yaml") for a in afters]
+    sides += [(a, ROOT / "src", after_demo) for a in afters]
+    side_of = {"before": (args.before_src, before_demo), "after": (ROOT / "src", after_demo)}
+    sides += [(v, *side_of[VARIANTS[v][0]]) for v in variants if v in VARIANTS]
+    dropped = {}
     for name, src, demo in sides:
         if args.data_only not in (None, name.split("_")[0]):
             continue
+        mix_path = None
+        if name in VARIANTS:
+            mix_path, dropped[name] = variant_mix(args.out, name)
         shares = token_shares(args.out / "before") if "shares" in name else None
         tok = args.out / "before" / "tokenize" / "tokenizer.json" if "tok" in name else None
-        path = recipe(args.out, name, yaml.safe_load(demo.read_text()), shares, tok)
+        demo_raw = yaml.safe_load(demo.read_text())
+        path = recipe(args.out, name, demo_raw, shares, tok, mix_path)
         run([py, "-m", "pipeline", "data", "--config", str(path), "-q"], src)
+    for v in variants:
+        if v in REORDERS and args.data_only in (None, side[v]):
+            reorder_run(args.out, v)
     if args.data_only:
         return
     evals = sorted(str(x) for x in args.out.glob("eval_*.jsonl"))
     sets = [x for s in args.set for x in ("--set", s)]
     abl = args.out / "ablate"
+    names = ["before", *afters, *variants]
     run(
-        [py, "-m", "pipeline", "ablate", *(str(args.out / n) for n in ["before", *afters])]
+        [py, "-m", "pipeline", "ablate", *(str(args.out / n) for n in names)]
         + ["--config", str(args.config), "--eval-texts", *evals]
         + ["--seeds", args.seeds, "--out-dir", str(abl), "-q", *sets],
         ROOT / "src",
@@ -308,9 +438,9 @@ def main() -> None:
     summary = {
         "mix": mix,
         "after_mix": args.mix,
-        "kept_per_source": {n: kept_per_source(args.out / n) for n in ["before", *afters]},
-        "tokens_per_source": {n: tokens_per_source(args.out / n) for n in ["before", *afters]},
-        "shard": {n: shard_stats(args.out / n) for n in ["before", *afters]},
+        "kept_per_source": {n: kept_per_source(args.out / n) for n in names},
+        "tokens_per_source": {n: tokens_per_source(args.out / n) for n in names},
+        "shard": {n: shard_stats(args.out / n) for n in names},
         "seconds": round(time.perf_counter() - t0, 1),
         "verdicts": (
             {r["run"]: verdicts(result, i) for i, r in enumerate(result["rows"]) if i}
@@ -319,6 +449,19 @@ def main() -> None:
         ),
         **result,
     }
+    if variants:
+        summary["variants"] = {
+            v: {
+                "side": side[v],
+                "isolates": (VARIANTS.get(v) or REORDERS[v])[2],
+                "dropped": dropped.get(v),
+            }
+            for v in variants
+        }
+        if len(result["seeds"]) > 1:
+            summary["variant_verdicts"] = {
+                v: verdicts(result, names.index(v), names.index(side[v])) for v in variants
+            }
     bench = ROOT / "outputs" / "benchmarks"
     bench.mkdir(parents=True, exist_ok=True)
     (bench / "ablate_quality.json").write_text(json.dumps(summary, indent=2))
