@@ -30,7 +30,7 @@ import xxhash
 
 from pipeline.hashing import GOLDEN64
 from pipeline.permute import mix64
-from pipeline.quality import kernels, segment
+from pipeline.quality import segment
 
 TOKENIZER_VERSION = "ngram-tok-v1"  # bump when `tokenize` changes: saved models record it
 _CHAR_SCRIPTS = segment.CHAR_SCRIPTS
@@ -38,7 +38,6 @@ _TOKEN = re.compile(rf"[{_CHAR_SCRIPTS}]|[^\W{_CHAR_SCRIPTS}]+|[^\w\s]")
 _TOKEN_SPACED = re.compile(r"\w+|[^\w\s]")  # the same tokens for text without those scripts
 _CHAR_SCRIPT_CHAR = re.compile(rf"[{_CHAR_SCRIPTS}]")
 BOS = np.uint64(0x5A17_0B05_0000_0001)  # hash of `<s>`: not an xxh64 of any string we emit
-_NO_FOLDS = np.zeros(0, np.int64)  # kernels.kn_scores: no per-token folds
 SCRIPTS = ("latin", "cyrillic", "cjk", "other")  # script groups a document is assigned to
 
 
@@ -286,66 +285,6 @@ class NgramLM:
     def log_probs(
         self, tokens: Tokens, fold: np.ndarray, token_fold: np.ndarray | None = None
     ) -> tuple[np.ndarray, ...]:
-        """`log_probs_numpy` by one compiled pass over the tokens (quality/kernels.py): the
-        same values, bit for bit."""
-        f = self._flat
-        p, pu, hit, uni, p2 = kernels.kn_scores(
-            tokens.ids,
-            tokens.lengths.astype(np.int64, copy=False),
-            fold.astype(np.int64, copy=False),
-            _NO_FOLDS if token_fold is None else token_fold.astype(np.int64, copy=False),
-            self.order,
-            self.num_folds,
-            BOS,
-            *f,
-        )
-        return np.log(p), np.log(pu), hit, uni, np.log(p2)
-
-    @functools.cached_property
-    def _flat(self) -> tuple[np.ndarray, ...]:
-        """The tables of kernels.kn_scores: (rows float32, the same memory as uint64, row
-        offsets, row widths, bucket starts int32 of all orders end to end, their offsets,
-        shifts, key counts; order 1's raw counts flat [(G_1 + 1) x K], the per-fold total,
-        types and raw tokens, the discounts). Built from a `_levels` of its own, dropped after
-        (the numpy path's tables are not kept twice)."""
-        levels = self._build_levels()
-        k = self.num_folds
-        widths, sizes = [], []
-        for n, lv in enumerate(levels, 1):
-            need = 2 + k * (3 if n < self.order else 1)
-            w = 1 << max(need - 1, 1).bit_length()  # a power of two: rows align to 64 bytes
-            widths.append(w)
-            sizes.append((len(lv.table.keys) + 1) * w)
-        row_off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        buf = np.zeros(int(sum(sizes)) + 16, np.float32)
-        a = (-buf.ctypes.data // 4) % 16  # the first row starts on a 64-byte line
-        rows = buf[a : a + int(sum(sizes))]
-        for lv, off, w, size in zip(levels, row_off.tolist(), widths, sizes, strict=True):
-            view = rows[off : off + size].reshape(-1, w)
-            ext, _, _ = lv.table._index
-            view.view(np.uint64)[:, 0] = ext
-            view[:, 2 : 2 + k] = lv.count.reshape(-1, k)
-            if lv.total is not None:
-                view[:, 2 + k : 2 + 2 * k] = lv.total.reshape(-1, k)
-                view[:, 2 + 2 * k : 2 + 3 * k] = lv.types.reshape(-1, k)
-        starts = [lv.table._index[1] for lv in levels]
-        return (
-            rows,
-            rows.view(np.uint64),
-            row_off,
-            np.array(widths, np.int64),
-            np.concatenate(starts),
-            np.concatenate([[0], np.cumsum([len(s) for s in starts])[:-1]]).astype(np.int64),
-            np.array([lv.table._index[2] for lv in levels], np.uint64),
-            np.array([len(lv.table.keys) for lv in levels], np.int64),
-            levels[0].uni,
-            *(np.ascontiguousarray(c, np.float64) for c in levels[0].fold_consts),
-            np.ascontiguousarray(self.discounts, np.float64),
-        )
-
-    def log_probs_numpy(
-        self, tokens: Tokens, fold: np.ndarray, token_fold: np.ndarray | None = None
-    ) -> tuple[np.ndarray, ...]:
         """Per token (in document order), scored by the model of its document's fold (int [n]),
         or of its own fold where `token_fold` (int [T]) is given (the whole n-gram and its
         context are looked up in the token's model):
@@ -403,9 +342,6 @@ class NgramLM:
     @functools.cached_property
     def _levels(self) -> list[_Level]:
         """The scoring view of the tables, built once per model (see `_Level`)."""
-        return self._build_levels()
-
-    def _build_levels(self) -> list[_Level]:
         k = self.num_folds
         out = []
         for n in range(1, self.order + 1):
