@@ -86,6 +86,30 @@ def test_tokenize_in_passes_of_whole_texts_equals_one_pass(monkeypatch):
         assert got.script.tolist() == whole.script.tolist()
 
 
+@pytest.mark.parametrize("cap", [0, 7, 1 << 20])
+def test_tokenize_hash_cache_gives_the_hashes_of_a_fresh_process(monkeypatch, cap):
+    """Hashes looked up by run fingerprint across passes and calls (full or capped cache)
+    equal those of the regex definition; the cache learns at most its cap."""
+    import pipeline.quality.ngram as ngram
+
+    monkeypatch.setattr(ngram, "_HASHES", ngram._HashCache())
+    monkeypatch.setattr(ngram._HashCache, "MAX", cap)
+    monkeypatch.setattr(ngram, "TOKENIZE_CHARS", 300)  # many passes: later ones hit
+    texts = TRICKY + docs(12, 5)
+    want = tokenize_regex(texts, 10_000)
+    sizes = []
+    for _ in range(2):  # the second call: every word cached (up to the cap)
+        got = tokenize(texts, 10_000)
+        assert got.ids.tolist() == want.ids.tolist()
+        assert got.lengths.tolist() == want.lengths.tolist()
+        sizes.append(len(ngram._HASHES.keys))
+    keys = ngram._HASHES.keys
+    assert sizes[0] == sizes[1] == min(cap, sizes[1]) and (cap == 0 or sizes[0] > 0)
+    if cap == 7:
+        assert sizes[0] == 7
+    assert (keys[1:] > keys[:-1]).all()  # sorted, distinct
+
+
 def test_kneser_ney_distribution_sums_to_one():
     """For a fixed context, P(w | context) over every training word plus one unseen word
     (the uniform share of the unknown slot) sums to 1: the smoothing is a distribution."""
