@@ -765,3 +765,70 @@ def test_self_reference_cleans_again_after_a_text_changing_clean(tmp_path, monke
         cfg, _quality_ctx(run, CleanConfig(fold_whitespace=False, min_words=30))
     )
     assert calls and len(ref) >= 10
+
+
+def _spliced(tmp_path: Path) -> tuple[Path, list[str]]:
+    """90 real documents, 10 splices (the sentences of 3 real documents each, interleaved, to a
+    real document's length) and 5 copies of real documents with their sentences reversed."""
+    rng = np.random.default_rng(31)
+    real = docs(90, 30)
+    sents = [[s.strip() + "." for s in t.split(".") if s.strip()] for t in real]
+    splices = []
+    for j in range(10):
+        src = [sents[3 * j + k] for k in range(3)]
+        picks = [s for k, ss in enumerate(src) for s in ss[k * 3 : k * 3 + 4]]
+        splices.append(" ".join(picks[i] for i in rng.permutation(len(picks))))
+    copies = [" ".join(reversed(sents[60 + j])) for j in range(5)]
+    texts = real + splices + copies
+    kinds = ["real"] * 90 + ["splice"] * 10 + ["copy"] * 5
+    return _jsonl(tmp_path / "in.jsonl", texts), kinds
+
+
+def test_splice_gate_drops_documents_stitched_from_others_and_moves_nothing_else(tmp_path):
+    src, kinds = _spliced(tmp_path)
+    kinds = np.array(kinds)
+    out = {}
+    for gate in (True, False):
+        stages = {
+            "download": {"source": "jsonl", "path": str(src), "docs_per_part": 40},
+            "quality": {"splice_gate": gate},
+        }
+        run_stages(tmp_path / f"g{gate}", stages)
+        rows = {r["id"]: r for r in _lm_rows(tmp_path / f"g{gate}")}
+        out[gate] = [rows[f"d{i}"] for i in range(len(kinds))]
+    on, off = out[True], out[False]
+    share = np.array([r["splice_share"] for r in on])
+    assert (share[kinds == "splice"] > 0.5).all()  # ~2/3: 4 of 12 sentences from each source
+    assert (share[kinds != "splice"] < 0.2).all()  # copies: one partner; sources: a part
+    assert not any(r["kept"] for r, k in zip(on, kinds, strict=True) if k == "splice")
+    assert all(
+        r["quality_coherence"] == 0.0 for r, k in zip(on, kinds, strict=True) if k == "splice"
+    )
+    assert "splice_share" not in off[0]
+    # the gate is a factor on coherence: every other document scores as without it
+    for a, b, k in zip(on, off, kinds, strict=True):
+        if k != "splice":
+            assert a["quality"] == b["quality"] and a["kept"] == b["kept"]
+    stats = _report(tmp_path / "gTrue")["lm"]["splice"]
+    assert stats["docs_gated"] == stats["docs_gated_below_half"] == 10
+    assert stats["sampled_share"] == 1.0 and stats["docs_judged"] == len(kinds)
+    assert "splice" not in _report(tmp_path / "gFalse")["lm"]
+
+
+def test_splice_rows_above_the_cap_are_a_hash_sample_the_same_for_any_worker_count(
+    tmp_path, monkeypatch
+):
+    from pipeline.stages.quality import lm as stage_lm
+
+    monkeypatch.setattr(stage_lm, "SPLICE_MAX_ROWS", 400)
+    src, _ = _spliced(tmp_path)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 40}, "quality": {}}
+    run_stages(tmp_path / "w1", stages, workers=1)
+    stats = _report(tmp_path / "w1")["lm"]["splice"]
+    assert stats["sentence_rows"] > 400 and 0.0 < stats["sampled_share"] < 1.0
+    run_stages(tmp_path / "w2", stages, workers=2)
+    files = sorted(
+        p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1/quality").rglob("*.parquet")
+    )
+    for rel in files:
+        assert (tmp_path / "w1" / rel).read_bytes() == (tmp_path / "w2" / rel).read_bytes(), rel

@@ -123,9 +123,15 @@ class LMScorer:
         """(features float64 [n, F], script int8 [n]) of texts with fold keys `rows`
         (text_keys(texts)), scored by the models of `folds`. Needs no classifier: runs in the
         workers."""
+        feats, toks = self.features_and_tokens(texts, rows)
+        return feats, toks.script
+
+    def features_and_tokens(self, texts: list[str], rows: np.ndarray) -> tuple[np.ndarray, Tokens]:
+        """(`features`' float64 [n, F], the texts' tokens): the tokens also give the corpus-wide
+        sentence rows (quality/copies.py) without a second tokenize."""
         toks = tokenize(texts, self.params.max_chars, self.params.feature_set in SURFACE_SETS)
         fold, tok_fold = self.folds(toks, rows)
-        return doc_features(self.lm, toks, fold, self.params.feature_set, tok_fold), toks.script
+        return doc_features(self.lm, toks, fold, self.params.feature_set, tok_fold), toks
 
     def coherence(self, feats: np.ndarray, script: np.ndarray) -> np.ndarray:
         """float64 [n]: P(coherent) x the absolute gates; NaN where the script has no model or

@@ -197,7 +197,7 @@ def _score(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Pat
     lm_info: dict[str, Any] = {"status": "not_used"}
     if fitted is not None:
         if fitted.has_lm:
-            lm_sizes = lm.score_all(ctx, fitted, extra, cfg.max_chars, folder)
+            lm_sizes = lm.score_all(ctx, fitted, extra, cfg.max_chars, folder, cfg.splice_gate)
             names += ["coherence", "combined"]
         else:  # no LM: the heuristic, which does not judge unspaced scripts (CCNet's "all")
             names.append("combined")

@@ -97,6 +97,11 @@ class QualityConfig:
         " reference documents sharing a sentence share a fold, and a copied reference sentence"
         " is scored by the model of the document it came from",
     )
+    splice_gate: bool = option(
+        True,
+        "coherence x a gate on documents stitched from the sentences of >= 2 other documents of"
+        " the corpus (quality/copies.py; column splice_share); false = the scores before it",
+    )
     max_perplexity: float | None = option(None, "also drop documents above this LM perplexity")
     perplexity_buckets: bool = option(False, "add CCNet's head/middle/tail `lm_bucket` column")
     keep_rule: Literal["min_score", "keep_fraction", "pareto"] = option(

@@ -29,6 +29,7 @@ from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
 from pipeline.parts import np_array, part_name, read_table
 from pipeline.permute import splitmix64
+from pipeline.quality import copies
 from pipeline.quality import reference as refmod
 from pipeline.quality.coherence import FEATURE_NAMES, Coherence
 from pipeline.quality.features import (
@@ -491,6 +492,7 @@ class ScoreJob:
     feats_file: Path
     folder: Path
     part: int
+    sentences: bool = False  # quality.splice_gate: also save the part's sentence rows
 
 
 def score_part(item: ScoreJob, scorer: LMScorer | Path, max_chars: int) -> dict[str, Any]:
@@ -503,7 +505,14 @@ def score_part(item: ScoreJob, scorer: LMScorer | Path, max_chars: int) -> dict[
     texts = read_table(path, columns=["text"]).column("text").to_pylist()
     if isinstance(scorer, Path):
         scorer = load_scorer(scorer)
-    feats, script = scorer.features([t[:max_chars] for t in texts], text_keys(texts))
+    feats, toks = scorer.features_and_tokens([t[:max_chars] for t in texts], text_keys(texts))
+    script = toks.script
+    sent_rows = 0
+    if item.sentences:
+        key, doc, weight = copies.sentence_rows(toks)
+        partcols.save(folder, part, SENT_GROUP, key=key, doc=doc, weight=weight)
+        sent_rows = len(key)
+    del toks
     buf = io.BytesIO()
     np.save(buf, feats, allow_pickle=False)
     atomic_write_bytes(feats_file, buf.getvalue())
@@ -519,6 +528,60 @@ def score_part(item: ScoreJob, scorer: LMScorer | Path, max_chars: int) -> dict[
     return {
         "per_script": np.bincount(script[scored], minlength=len(SCRIPTS)).astype(np.int64),
         "scorable": int((scored & ok).sum()),
+        "n": len(texts),
+        "sent_rows": sent_rows,
+    }
+
+
+SENT_GROUP = "sent"  # a part's sentence rows (partcols.load never merges it: not per document)
+SPLICE_MAX_ROWS = 1 << 24  # sentence rows the driver holds at once (~0.4 GB with the pairs)
+
+
+def splice_pass(folder: Path, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """quality.splice_gate's corpus-wide step (quality/copies.py): the sentence rows of every
+    part (global document numbers), each document's (den, shared, top), and per part its
+    `splice_share` and `splice_gate` columns. Exact up to SPLICE_MAX_ROWS rows in all; above
+    that only the sentences whose key falls in the lowest SPLICE_MAX_ROWS / rows of the hash
+    space count (a seeded-hash sample of sentences, the same for every worker count)."""
+    total = sum(p["sent_rows"] for p in parts)
+    sizes = [p["n"] for p in parts]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    bound = None
+    if total > SPLICE_MAX_ROWS:
+        bound = np.uint64(int((SPLICE_MAX_ROWS / total) * 2.0**64) - 1)
+    keys, docs, weights = [], [], []
+    for i in range(len(parts)):
+        with np.load(partcols.group_file(folder, i, SENT_GROUP), allow_pickle=False) as z:
+            k, d, w = z["key"], z["doc"], z["weight"]
+        if bound is not None:
+            m = k <= bound
+            k, d, w = k[m], d[m], w[m]
+        keys.append(k)
+        docs.append(d + starts[i])
+        weights.append(w)
+        partcols.group_file(folder, i, SENT_GROUP).unlink()
+    num = int(starts[-1])
+    key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    doc = np.concatenate(docs) if docs else np.zeros(0, np.int64)
+    weight = np.concatenate(weights) if weights else np.zeros(0, np.int64)
+    del keys, docs, weights
+    den, shared, top = copies.copy_stats(key, doc, weight, num)
+    del key, doc, weight
+    share = copies.splice_share(den, shared, top)
+    gate = copies.splice_gate(den, shared, top)
+    for i in range(len(parts)):
+        a, b = starts[i], starts[i + 1]
+        partcols.save(folder, i, "copy", splice_share=share[a:b], splice_gate=gate[a:b])
+    return {
+        "sentence_rows": int(total),
+        "sampled_share": 1.0 if bound is None else round(SPLICE_MAX_ROWS / total, 6),
+        "docs_judged": int((~np.isnan(share)).sum()),
+        "docs_gated": int((gate < 1.0).sum()),
+        "docs_gated_below_half": int((gate < 0.5).sum()),
+        "splice_ok": copies.SPLICE_OK,
+        "splice_max": copies.SPLICE_MAX,
+        "unshared_max": copies.UNSHARED_MAX,
+        "max_holders": copies.MAX_HOLDERS,
     }
 
 
@@ -533,8 +596,10 @@ class CoherenceJob:
 
 def _coherence_part(item: CoherenceJob, classifiers: dict) -> int:
     feats_file, folder, part = item.feats_file, item.folder, item.part
-    script = partcols.load(folder, part)["script"]
-    coh = coherence_of(classifiers, np.load(feats_file, allow_pickle=False), script)
+    cols = partcols.load(folder, part)
+    coh = coherence_of(classifiers, np.load(feats_file, allow_pickle=False), cols["script"])
+    if "splice_gate" in cols:  # quality.splice_gate: NaN (no LM score) stays NaN
+        coh = coh * cols["splice_gate"]
     partcols.save(folder, part, "coh", coherence=coh)
     return len(coh)
 
@@ -548,7 +613,12 @@ def _score_or_fit(item: ScoreJob | ClassifiersJob, scorer: Path, max_chars: int)
 
 
 def score_all(
-    ctx: Any, lm: LMResult, extra: tuple | None, max_chars: int, folder: Path
+    ctx: Any,
+    lm: LMResult,
+    extra: tuple | None,
+    max_chars: int,
+    folder: Path,
+    splice_gate: bool = False,
 ) -> dict[str, Any]:
     """score_part over every input part, the classifiers, then coherence per part from the
     saved features: the LM columns stay in the parts' files under `folder`, the driver never
@@ -557,12 +627,13 @@ def score_all(
     (`fit_task` wrote the scorer's file) they read the scorer from that temporary file
     (deleted afterwards) instead of unpickling ~100 MB of tables per part, and the
     classifiers' fit (they need the reference and the LMs, not the corpus pass) is the
-    pass's first task; inline, it runs after the pass."""
+    pass's first task; inline, it runs after the pass. With `splice_gate` the pass also
+    saves each part's sentence rows and `splice_pass` runs before coherence."""
     assert lm.has_lm
     feats_dir = ctx.out_dir / FEATS_DIR
     feats_dir.mkdir(parents=True, exist_ok=True)
     items = [
-        ScoreJob(p, feats_dir / f"part-{i:05d}.npy", folder, i)
+        ScoreJob(p, feats_dir / f"part-{i:05d}.npy", folder, i, splice_gate)
         for i, p in enumerate(ctx.input_parts)
     ]
     tmp = lm.scorer_file
@@ -578,6 +649,8 @@ def score_all(
             fn = functools.partial(score_part, scorer=lm.scorer, max_chars=max_chars)
             parts = ctx.executor.map(fn, items, desc="quality LM score")
             classifiers = fit_coherence(lm, extra)
+        if splice_gate:
+            lm.info["splice"] = splice_pass(folder, parts)
         fn2 = functools.partial(_coherence_part, classifiers=classifiers)
         ctx.executor.map(
             fn2,

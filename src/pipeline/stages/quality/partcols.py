@@ -15,7 +15,7 @@ import numpy as np
 from pipeline.io import atomic_write_bytes
 
 COLS_DIR = ".quality-columns"
-GROUPS = ("scan", "lm", "coh", "clf", "ext")
+GROUPS = ("scan", "lm", "copy", "coh", "clf", "ext")  # what `load` merges
 
 
 def group_file(folder: Path, part: int, group: str) -> Path:

@@ -97,6 +97,8 @@ def write_part(item: WritePart, out_dir: Path, spec: WriteSpec) -> dict[str, Any
         columns["quality_coherence"] = cols["coherence"]  # NaN: no LM for the script
         columns["perplexity"] = cols["perplexity"]
         columns["context_gain"] = cols["context_gain"]
+        if "splice_share" in cols:  # quality.splice_gate
+            columns["splice_share"] = cols["splice_share"]
         if spec.buckets:
             columns["lm_bucket"] = lm.assign_buckets(cols["perplexity"], cols["script"], cuts)
     if spec.classifier:
