@@ -94,3 +94,27 @@ def test_too_little_text_is_not_judged():
     assert (den < copies.MIN_TOKENS).all()
     assert np.isnan(copies.splice_share(den, shared, top)).all()
     assert (copies.splice_gate(den, shared, top) == 1.0).all()
+
+
+def test_the_reference_leaves_out_its_own_splices():
+    """With drop_splices, a splice of reference documents 0-2 trains no fold model, so the
+    models that score its sources no longer saw their sentences through it."""
+    from pipeline.quality.coherence import fold_of
+    from pipeline.quality.lmscore import LMParams, fit_lm, text_keys
+
+    real = docs(40, 8)
+    sents = [_sentences(t) for t in real[:3]]
+    splice = " ".join(s for k in range(3) for s in sents[k][3 * k : 3 * k + 4])
+    texts = [*real, splice]
+    keys = text_keys(texts)
+    params = LMParams(num_folds=4, min_reference_docs=10)
+    kept, _ = fit_lm(texts, keys, params)
+    left, _ = fit_lm(texts, keys, params, drop_splices=True)
+    assert "reference_splices_left_out" not in kept.info
+    assert left.info["reference_splices_left_out"] == 1
+    assert left.info["reference_docs"] == kept.info["reference_docs"] - 1 == 40
+    src = [i for i in range(3) if fold_of(keys[i : i + 1], 4, 0)[0] != fold_of(keys[40:], 4, 0)[0]]
+    assert src  # a source in another fold than the splice: its model saw the splice before
+    with_copy = kept.features([texts[i] for i in src], keys[src])[0][:, 0]
+    without = left.features([texts[i] for i in src], keys[src])[0][:, 0]
+    assert (without < with_copy).all()  # mean log-prob: less predictable without the copy

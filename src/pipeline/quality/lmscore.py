@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.quality import copies
 from pipeline.quality.coherence import (
     FEATURE_NAMES,
     FEATURE_SETS,
@@ -172,12 +173,22 @@ def text_keys(texts: list[str]) -> np.ndarray:
     )
 
 
-def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tuple:
+def fit_lm(
+    ref_texts: list[str], ref_rows: np.ndarray, params: LMParams, drop_splices: bool = False
+) -> tuple:
     """(LMScorer without classifiers, Reference), or (why there is none, None): no script has
     min_reference_docs reference documents. A document's fold is fold_of(its key): `ref_rows`
-    are the texts' `text_keys`."""
+    are the texts' `text_keys`. `drop_splices` (quality.splice_gate): reference documents that
+    the splice gate (quality/copies.py), applied within the reference, puts below 0.5 are left
+    out: a splice in the reference would let the fold models of its sources' documents see
+    them through the copy (they then read as too predictable)."""
     toks = tokenize(ref_texts, params.max_chars, params.feature_set in SURFACE_SETS)
     has = toks.lengths > 0
+    spliced = np.zeros(len(has), bool)
+    if drop_splices:
+        den, shared, top = copies.copy_stats(*copies.sentence_rows(toks), len(has))
+        spliced = has & (copies.splice_gate(den, shared, top) < 0.5)
+        has &= ~spliced
     counts = np.bincount(toks.script[has], minlength=len(SCRIPTS))
     usable = [s for s in range(len(SCRIPTS)) if counts[s] >= max(params.min_reference_docs, 2)]
     per_script = {SCRIPTS[s]: int(counts[s]) for s in range(len(SCRIPTS)) if counts[s]}
@@ -205,6 +216,7 @@ def fit_lm(ref_texts: list[str], ref_rows: np.ndarray, params: LMParams) -> tupl
         "ngrams": lm.num_ngrams,
         "discounts_fold0": [round(float(d), 4) for d in lm.discounts[:, 0]],
         **({"fold_routing": routing} if router is not None else {}),
+        **({"reference_splices_left_out": int(spliced.sum())} if drop_splices else {}),
     }
     return LMScorer(lm, {}, params, usable, info, router), ref
 

@@ -382,7 +382,7 @@ def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
         seed=seed,
     )
     kind = refmod.describe(cfg.reference)
-    scorer, ref = fit_lm(texts, text_keys(texts), params)
+    scorer, ref = fit_lm(texts, text_keys(texts), params, cfg.splice_gate)
     if isinstance(scorer, str):
         where = "quality.reference" if cfg.reference == refmod.SELF else cfg.reference
         if cfg.reference != refmod.SELF or cfg.on_no_spread == "error":
