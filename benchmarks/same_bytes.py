@@ -7,6 +7,8 @@ writes, or writes with other bytes, fails).
 
     python benchmarks/same_bytes.py --before /work/old/src --after src
     python benchmarks/same_bytes.py --after src --before-json outputs/benchmarks/before.json
+    python benchmarks/same_bytes.py --before /work/old/src --after src \
+        --after-set quality.splice_gate=false    (a new default switched off: the old bytes?)
 
 Writes outputs/benchmarks/same_bytes.json: per run, the files compared, the differing ones, and
 the manifest/report keys added or removed. Exit status 1 if any data file differs.
@@ -108,7 +110,7 @@ def run_folder_digest(run_dir: Path) -> dict:
     return {"files": files, "json": docs}
 
 
-def run_all(src: Path, work: Path, only: list[str] | None) -> dict:
+def run_all(src: Path, work: Path, only: list[str] | None, sets: list[str] | None = None) -> dict:
     out = {}
     work.mkdir(parents=True, exist_ok=True)
     for name, recipe, extra in RUNS:
@@ -118,6 +120,8 @@ def run_all(src: Path, work: Path, only: list[str] | None) -> dict:
         env = {**os.environ, "PYTHONPATH": str(src)}
         cmd = [sys.executable, "-m", "pipeline", "data", "-q", "--config", str(ROOT / recipe)]
         cmd += ["--out-dir", str(run_dir), *extra]
+        for kv in sets or []:
+            cmd += ["--set", kv]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
         if proc.returncode and "timed out during startup" in proc.stderr:  # Ray on a busy box
@@ -169,6 +173,9 @@ def main() -> int:
     ap.add_argument("--save-before", type=Path, help="write the before digests here")
     ap.add_argument("--before-only", action="store_true", help="run the old code only")
     ap.add_argument("--only", nargs="*", help="run names (default: all)")
+    ap.add_argument(
+        "--after-set", action="append", default=[], help="recipe override for the after runs"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "outputs/benchmarks/same_bytes.json")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,7 +188,7 @@ def main() -> int:
                 args.save_before.write_text(json.dumps(before, indent=1))
         if args.before_only:
             return 0
-        after = run_all(args.after.resolve(), Path(tmp) / "after", args.only)
+        after = run_all(args.after.resolve(), Path(tmp) / "after", args.only, args.after_set)
     result = compare(before, after)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
