@@ -340,13 +340,13 @@ def summary(tab: dict) -> dict:
     }
 
 
-def script_run(texts: dict[str, list[str]], work: Path) -> dict:
+def script_run(texts: dict[str, list[str]], work: Path, quality: dict | None = None) -> dict:
     """One language alone: its real documents plus junk made from them (OTHER_LANG_JUNK)."""
     rows = []
     for k, docs in texts.items():
         for r in with_junk(docs, seed=1):
             rows.append({**r, "kind": f"real:{k}" if r["label"] else r["kind"]})
-    scored, stats = run(rows, work, {})
+    scored, stats = run(rows, work, quality or {})
     tab = table(rows, scored)
     return {
         "table": tab,
@@ -368,7 +368,11 @@ def main() -> None:
     ap.add_argument("--max-per-source", type=int, default=600)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="150 docs per source, 1 repeat")
-    ap.add_argument("--quality", default="{}", help="JSON overrides of the quality config")
+    ap.add_argument(
+        "--quality",
+        default="{}",
+        help="JSON overrides of the quality config (every run but the peer)",
+    )
     ap.add_argument("--only-default", action="store_true", help="skip peers and other corpora")
     args = ap.parse_args()
     if args.quick:
@@ -410,11 +414,11 @@ def main() -> None:
             "seconds": old_stats["seconds_median"],
         }
         zh, ru = chinese(args.max_per_source // 2), russian(args.max_per_source // 2)
-        result["chinese_alone"] = script_run({"zh": zh}, tmp / "zh")
-        result["russian_alone"] = script_run({"ru": ru}, tmp / "ru")
+        result["chinese_alone"] = script_run({"zh": zh}, tmp / "zh", overrides)
+        result["russian_alone"] = script_run({"ru": ru}, tmp / "ru", overrides)
         mixed = rows + [{"text": t, "label": 1, "kind": "real:zh"} for t in zh[:100]]
         mixed += [{"text": t, "label": 1, "kind": "real:ru"} for t in ru[:100]]
-        m_scored, m_stats = run(mixed, tmp / "mixed", {})
+        m_scored, m_stats = run(mixed, tmp / "mixed", overrides)
         m_tab = table(mixed, m_scored)
         result["mixed_with_100_zh_100_ru"] = {
             "table": {k: v for k, v in m_tab.items() if k in ("real:zh", "real:ru")},
