@@ -27,3 +27,74 @@ def test_salad_and_shuffles_gain_less_from_context_than_their_sources():
     info = scorer.info["classifiers"]["latin"]
     assert info["train_auc_per_kind"]["word_shuffle"] > 0.95
     assert info["train_auc_per_kind"]["unigram_salad"] > 0.95
+
+
+def test_detector_lift_mixture_keeps_the_real_part_and_not_the_junk_among_the_positives():
+    """A self reference holds the corpus's own junk. Positives = 97% real (logits ~ N(3, 1))
+    + 3% junk scored as the detector's negatives are (N(-2, 1)). The quantile rule lifts the
+    bias until 98% of *all* positives pass: a third of the junk passes. The mixture rule
+    estimates the junk share from where the negatives score and keeps 98% of the real part."""
+    from pipeline.quality.lmscore import detector_lift
+
+    rng = np.random.default_rng(0)
+    real, junk = rng.normal(3.0, 1.0, 970), rng.normal(-2.0, 1.0, 30)
+    neg = rng.normal(-2.0, 1.0, 1000)
+    pos = np.concatenate([real, junk])
+    lift_q, pi_q = detector_lift(pos, neg, 0.98, "quantile")
+    lift_m, pi_m = detector_lift(pos, neg, 0.98, "mixture")
+    assert pi_q == 0.0 and 0.015 <= pi_m <= 0.06
+    assert (junk + lift_q >= 0).mean() > 0.25  # the defect: the 98% rule passes the junk
+    assert (junk + lift_m >= 0).mean() < 0.1
+    assert 0.96 <= (real + lift_m >= 0).mean() <= 0.995
+    assert lift_q == -float(np.quantile(pos, 1.0 - 0.98))
+
+
+def test_detector_lift_mixture_fails_at_most_max_extra_fail_more_and_needs_negatives():
+    """An estimate of 7% junk would fail ~9% of the positives: the rule stops at 2% + 3%, still
+    failing more junk than the quantile rule. With fewer than MIN_MIXTURE_NEGATIVES negatives
+    the lower tail cannot be read: the quantile rule, to the bit."""
+    from pipeline.quality.lmscore import MAX_EXTRA_FAIL, MIN_MIXTURE_NEGATIVES, detector_lift
+
+    rng = np.random.default_rng(2)
+    real, junk = rng.normal(3.0, 1.0, 930), rng.normal(-2.0, 1.0, 70)
+    pos, neg = np.concatenate([real, junk]), rng.normal(-2.0, 1.0, 1000)
+    lift_m, pi_m = detector_lift(pos, neg, 0.98, "mixture")
+    lift_q, _ = detector_lift(pos, neg, 0.98, "quantile")
+    assert pi_m > 0.05
+    assert (pos + lift_m >= 0).mean() >= 0.98 - MAX_EXTRA_FAIL - 1e-9
+    assert (junk + lift_m >= 0).mean() < (junk + lift_q >= 0).mean() - 0.3
+    few = neg[: MIN_MIXTURE_NEGATIVES - 1]
+    assert detector_lift(pos, few, 0.98, "mixture") == detector_lift(pos, few, 0.98, "quantile")
+
+
+def test_detector_lift_mixture_is_the_quantile_rule_when_no_positive_scores_like_junk():
+    """pi = 0 when no positive reaches the negatives' quartiles: the same lift, to the bit; a
+    positive set indistinguishable from the negatives is read as at most half junk."""
+    from pipeline.quality.lmscore import MAX_JUNK_SHARE, detector_lift
+
+    rng = np.random.default_rng(1)
+    pos, neg = rng.normal(3.0, 1.0, 500), rng.normal(-6.0, 0.5, 500)
+    assert detector_lift(pos, neg, 0.98, "mixture") == detector_lift(pos, neg, 0.98, "quantile")
+    assert detector_lift(pos, neg, 0.98, "mixture")[1] == 0.0
+    same = rng.normal(0.0, 1.0, 500)
+    assert detector_lift(same, rng.normal(0.0, 1.0, 500), 0.98)[1] == MAX_JUNK_SHARE
+    assert detector_lift(np.zeros(0), neg, 0.98) == (0.0, 0.0)
+
+
+def test_detector_lift_reaches_the_file_and_the_report():
+    """LMParams.detector_lift "quantile" (an older file) stores no key, so such a file keeps its
+    bytes; "mixture" stores it and reports each detector's estimated junk share."""
+    from pipeline.quality import lmfile
+    from pipeline.quality.ngram import SCRIPTS
+
+    texts = docs(60, 5)
+    for rule in ("quantile", "mixture"):
+        params = LMParams(min_reference_docs=10, feature_set=2, detector_lift=rule)
+        scorer, ref = fit_lm(texts, np.arange(60), params)
+        fit_classifiers(scorer, ref, None)
+        data = lmfile.scorer_bytes(scorer)
+        assert (b"detector_lift" in data) == (rule == "mixture")
+        info = scorer.info["classifiers"][SCRIPTS[scorer.usable[0]]]
+        assert ("positives_junk_share" in info) == (rule == "mixture")
+        if rule == "mixture":
+            assert set(info["positives_junk_share"]) == {"local", "markov", "splice"}

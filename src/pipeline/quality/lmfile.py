@@ -39,6 +39,7 @@ def _params(sc: LMScorer) -> dict:
     set-1 file has the bytes it had before they existed."""
     drop = ("feature_set", "detector_keep") if sc.params.feature_set == 1 else ()
     drop += ("folds",) if sc.params.folds == "doc" else ()  # doc: the bytes before the key
+    drop += ("detector_lift",) if sc.params.detector_lift == "quantile" else ()  # likewise
     return {k: v for k, v in sc.params.__dict__.items() if k not in drop}
 
 

@@ -99,6 +99,10 @@ class LMParams:
     # the stage passes quality.coherence_features (default 2)
     feature_set: int = 1
     detector_keep: float = DETECTOR_KEEP  # set 2: each detector passes this share of positives
+    # set 2: "quantile" (an lm.npz written before the key existed) lifts each detector's bias to
+    # pass detector_keep of all positives; "mixture" of the positives it estimates are real
+    # (detector_lift); the stage passes quality.coherence_detector_lift
+    detector_lift: str = "quantile"
     # quality/folds.py: "doc" (an lm.npz written before the key existed) or "sentence"; the
     # stage passes quality.coherence_folds
     folds: str = "doc"
@@ -256,25 +260,80 @@ def _weights_info(clf: Coherence, names: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+# quantiles of the negatives' logits where the junk among the positives is counted: low ones,
+# where real text seldom scores (0.25-0.75 read short Chinese reviews as junk: real kept -1.2%)
+MIXTURE_PROBES = (0.1, 0.25)
+MAX_JUNK_SHARE = 0.5  # the mixture estimate never reads more than this of the positives as junk
+# the mixture rule fails at most this much more of the positives than the quantile rule: an
+# overestimate (real text that scores like corruptions: a detector that separates poorly) costs
+# at most this share of real text per detector
+MAX_EXTRA_FAIL = 0.03
+MIN_MIXTURE_NEGATIVES = 50  # fewer negatives of the family: too few to read their lower tail
+
+
+def detector_lift(
+    pos: np.ndarray, neg: np.ndarray, keep: float, rule: str = "mixture"
+) -> tuple[float, float]:
+    """(how much to raise a detector's bias, the estimated junk share of the positives) from
+    its logits on the positives (`pos`: reference documents) and on its family's negatives
+    (`neg`: corruptions). "quantile": the bias passes `keep` of all positives, (-q, 0).
+
+    "mixture": a `self` reference holds the corpus's own junk, and a Markov walk or a splice
+    among the positives looks like the family's negatives. Raising the bias until `keep` of
+    *all* positives pass lets that junk through: with 7% walks among the positives, a 98% rule
+    passes most of them. The positives are read as a mixture, (1 - pi) real text and pi junk
+    distributed as the negatives are; pi = the lowest, over t at the negatives' MIXTURE_PROBES
+    quantiles, of F_pos(t) / F_neg(t) (real text seldom scores as low as the corruptions' lower
+    tail, so this bounds the junk share from above; clipped to [0, MAX_JUNK_SHARE]). The bias
+    then passes `keep` of the real part: the cut t* where
+    F_pos(t*) = (1 - pi)(1 - keep) + pi F_neg(t*). With pi = 0 (no positive scores like the
+    negatives) it is the quantile rule exactly; it never fails fewer positives than that rule,
+    nor more than MAX_EXTRA_FAIL more of them, and with fewer than MIN_MIXTURE_NEGATIVES
+    negatives it is the quantile rule."""
+    if not len(pos):
+        return 0.0, 0.0
+    q = -float(np.quantile(pos, 1.0 - keep))
+    if rule == "quantile" or len(neg) < MIN_MIXTURE_NEGATIVES:
+        return q, 0.0
+    ps, ns = np.sort(pos), np.sort(neg)
+
+    def cdf(sorted_x: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return np.searchsorted(sorted_x, t, side="right") / len(sorted_x)
+
+    probes = np.quantile(ns, MIXTURE_PROBES)
+    pi = float(np.min(cdf(ps, probes) / np.maximum(cdf(ns, probes), 1e-12)))
+    pi = min(max(pi, 0.0), MAX_JUNK_SHARE)
+    if pi == 0.0:
+        return q, 0.0
+    target = (1.0 - pi) * (1.0 - keep)
+    over = cdf(ps, ps) - pi * cdf(ns, ps) > target  # past the real part's (1 - keep) share
+    i = int(np.argmax(over)) if over.any() else len(ps) - 1
+    level = target + pi * float(cdf(ns, ps[i : i + 1])[0])
+    level = min(max(level, 1.0 - keep), 1.0 - keep + MAX_EXTRA_FAIL)
+    return -float(np.quantile(pos, level)), pi
+
+
 def _detectors(
     X: list[np.ndarray],
     y: list[np.ndarray],
     neg_kinds: np.ndarray,
     keep: float,
     columns: dict[str, int] | None = None,
-) -> Coherence:
-    """One logistic regression per DETECTORS family: all positives (X[0]) and any labelled
+    lift_rule: str = "quantile",
+) -> tuple[Coherence, dict[str, float]]:
+    """(One logistic regression per DETECTORS family: all positives (X[0]) and any labelled
     extras (X[2:]) against the family's negatives (X[1] where neg_kinds is in the family),
-    standardised by the statistics of all rows. Each detector's bias is then raised, if need
-    be, until `keep` (default DETECTOR_KEEP) of the positives score >= 0.5 by it: a text must
-    pass all of them, and a balanced fit alone drops ~5% of the positives per detector.
-    `columns`: family -> how many leading feature columns its detector reads (0 weight on the
-    rest; all by default)."""
+    standardised by the statistics of all rows, {family: estimated junk share of the
+    positives}). Each detector's bias is then raised, if need be, until `keep` (default
+    DETECTOR_KEEP) of the positives score >= 0.5 by it (of the positives it estimates are
+    real with `lift_rule` "mixture": detector_lift): a text must pass all of them, and a
+    balanced fit alone drops ~5% of the positives per detector. `columns`: family -> how many
+    leading feature columns its detector reads (0 weight on the rest; all by default)."""
     columns = columns or {}
     allx = np.vstack(X)
     mean, std = allx.mean(axis=0), allx.std(axis=0)
     std = np.where(std > 1e-9, std, 1.0)
-    out = []
+    out, junk = [], {}
     for name, family in DETECTORS.items():
         sel = np.isin(neg_kinds, family)
         if not sel.any():
@@ -290,10 +349,11 @@ def _detectors(
             w[:cols] = clf.w
             clf = Coherence(mean, std, w, clf.b)
         logit = ((X[0] - mean) / std) @ clf.w + clf.b
-        lift = -float(np.quantile(logit, 1.0 - keep)) if len(logit) else 0.0
+        neg = ((X[1][sel] - mean) / std) @ clf.w + clf.b
+        lift, junk[name] = detector_lift(logit, neg, keep, lift_rule)
         clf.b += max(lift, 0.0)
         out.append(clf)
-    return stack_detectors(out)
+    return stack_detectors(out), junk
 
 
 def _fit_script(
@@ -348,12 +408,15 @@ def _fit_script(
             X.append(doc_features(lm, etok.doc_slice(sel), zero, params.feature_set))
             y.append(extra[1][sel].astype(np.float64))
             n_extra = {"good": int(extra[1][sel].sum()), "bad": int((extra[1][sel] == 0).sum())}
+    junk_share: dict[str, float] | None = None
     if len(f_pos) < 2:  # no reference document of this script gains from context: gate only
         num = len(names)
         clf = Coherence(np.zeros(num), np.ones(num), np.zeros(num), 4.0)
     elif params.feature_set >= 2:
         cols = DETECTOR_COLUMNS.get(params.feature_set)
-        clf = _detectors(X, y, kinds_arr[train_neg], params.detector_keep, cols)
+        clf, junk_share = _detectors(
+            X, y, kinds_arr[train_neg], params.detector_keep, cols, params.detector_lift
+        )
     else:
         clf = train_coherence(np.vstack(X), np.concatenate(y))
     p_pos = clf.predict(f_pos) * gain_gate(f_pos)
@@ -376,4 +439,6 @@ def _fit_script(
         "train_auc_per_kind": auc,
         "positives_kept_at_0.5": round(float((p_pos >= 0.5).mean()), 4) if len(p_pos) else None,
     }
+    if junk_share is not None and params.detector_lift == "mixture":
+        info["positives_junk_share"] = {k: round(v, 4) for k, v in junk_share.items()}
     return clf, info

@@ -91,6 +91,12 @@ class QualityConfig:
         lt=1.0,
         doc="sets 2-4: each detector's bias passes at least this reference share",
     )
+    coherence_detector_lift: Literal["mixture", "quantile"] = option(
+        "mixture",
+        "sets 2-4: mixture = the keep share counts the reference documents each detector"
+        " estimates are real (its junk share from where its corruptions score: a self"
+        " reference holds the corpus's own junk); quantile = of all of them (the scores before)",
+    )
     coherence_folds: Literal["doc", "sentence"] = option(
         "doc",
         "which fold model scores a token: doc = its document's (text hash); sentence = also"

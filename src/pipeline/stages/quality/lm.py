@@ -377,6 +377,7 @@ def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
         max_train_docs=cfg.coherence_train_docs,
         feature_set=cfg.coherence_features,
         detector_keep=cfg.coherence_detector_keep,
+        detector_lift=cfg.coherence_detector_lift,
         folds=cfg.coherence_folds,
         max_chars=cfg.max_chars,
         seed=seed,
