@@ -8,7 +8,7 @@ reference self); we count, per source and junk kind, what reaches quality and wh
 and the ROC-AUC of the `quality` column. The previous default (score: mean, the pseudo-label
 classifier) and the heuristic alone are scored on the same documents as peers. Non-English:
 Chinese (CMRC Wikipedia passages, hotel reviews) and Russian (TinyStories-ru) alone and mixed
-in. Writes outputs/benchmarks/quality_real.json.
+in. Writes outputs/benchmarks/quality_real.json (`--out`; not with `--only-default`).
 Run: .venv/bin/python benchmarks/bench_quality_real.py [--quick]
 """
 
@@ -374,6 +374,9 @@ def main() -> None:
         help="JSON overrides of the quality config (every run but the peer)",
     )
     ap.add_argument("--only-default", action="store_true", help="skip peers and other corpora")
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "outputs" / "benchmarks" / "quality_real.json"
+    )
     args = ap.parse_args()
     if args.quick:
         args.max_per_source, args.repeats = 150, 1
@@ -433,7 +436,7 @@ def main() -> None:
             "docs_out": j_stats["docs_out"],
             "lm": _lm(j_stats),
         }
-    out = ROOT / "outputs" / "benchmarks" / "quality_real.json"
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     brief = {k: result["default"][k] for k in ("real_kept_share", "target_junk_dropped_share")}
