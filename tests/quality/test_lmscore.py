@@ -98,3 +98,8 @@ def test_detector_lift_reaches_the_file_and_the_report():
         assert ("positives_junk_share" in info) == (rule == "mixture")
         if rule == "mixture":
             assert set(info["positives_junk_share"]) == {"local", "markov", "splice"}
+    # set 1 has no detectors: its file keeps the bytes of before whatever the rule
+    params = LMParams(min_reference_docs=10, feature_set=1, detector_lift="mixture")
+    scorer, ref = fit_lm(texts, np.arange(60), params)
+    fit_classifiers(scorer, ref, None)
+    assert b"detector_lift" not in lmfile.scorer_bytes(scorer)

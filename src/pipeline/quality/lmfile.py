@@ -37,9 +37,10 @@ def _arrays(lm: NgramLM) -> dict[str, np.ndarray]:
 def _params(sc: LMScorer) -> dict:
     """LMParams as stored: with feature set 1 (the default) the set-2 keys are left out, so a
     set-1 file has the bytes it had before they existed."""
-    drop = ("feature_set", "detector_keep") if sc.params.feature_set == 1 else ()
+    set1 = sc.params.feature_set == 1  # set 1 reads neither detector key
+    drop = ("feature_set", "detector_keep", "detector_lift") if set1 else ()
     drop += ("folds",) if sc.params.folds == "doc" else ()  # doc: the bytes before the key
-    drop += ("detector_lift",) if sc.params.detector_lift == "quantile" else ()  # likewise
+    drop += ("detector_lift",) if sc.params.detector_lift == "quantile" and not set1 else ()
     return {k: v for k, v in sc.params.__dict__.items() if k not in drop}
 
 
