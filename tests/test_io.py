@@ -119,6 +119,42 @@ def test_arrow_columns_from_buffers_equal_pa_array():
     assert string_lists([]).equals(pa.array([], pa.list_(pa.string())))
 
 
+def test_numeric_column_equals_to_numpy_without_importing_pandas():
+    """numeric_column reads what to_numpy reads, from sliced and empty chunks of every
+    numeric width (nulls and other types take to_numpy's path), and a fresh process that reads
+    a Parquet column with it has not imported pandas."""
+    import subprocess
+    import sys
+
+    from pipeline.parts import numeric_column
+
+    for dt in (np.int8, np.uint16, np.int32, np.int64, np.uint64, np.float32, np.float64):
+        whole = np_array(np.arange(12).astype(dt) * 3)
+        col = pa.chunked_array([whole.slice(2, 5), whole.slice(0, 0), whole.slice(9)])
+        for c in (col, whole.slice(4, 3)):
+            want = np.asarray(c.to_numpy(), np.int64)
+            got = numeric_column(c, np.int64)
+            assert got.dtype == np.int64 and got.tolist() == want.tolist()
+            got[:1] = -1  # a writable copy, not a view of the Arrow buffer
+    assert numeric_column(pa.chunked_array([], pa.int64()), np.int64).tolist() == []
+    nulls = pa.array([1.5, None, 2.0])
+    assert np.isnan(numeric_column(nulls, np.float64)[1])
+    code = (
+        "import sys, numpy as np, pyarrow.parquet as pq\n"
+        "from pipeline.parts import numeric_column, np_array, write_table\n"
+        "import pyarrow as pa\n"
+        "from pathlib import Path\n"
+        "import tempfile\n"
+        "d = tempfile.mkdtemp(); f = Path(d) / 'x.parquet'\n"
+        "write_table(f, pa.table({'n': np_array(np.arange(5))}))\n"
+        "v = numeric_column(pq.ParquetFile(f).read(['n']).column('n'), np.int64)\n"
+        "assert v.tolist() == [0, 1, 2, 3, 4]\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_json_text_is_the_same_value_indented_only_at_the_top_levels(tmp_path):
     """The runner's files: json.loads gives the value back at any depth; the top `levels`
     levels are indented as json.dumps(indent=2) indents them, deeper values sit on one line;

@@ -27,7 +27,7 @@ from pipeline import exporters
 from pipeline.errors import DataError, PipelineError
 from pipeline.loader.schema import check_metadata
 from pipeline.manifest import Manifest
-from pipeline.parts import PARQUET_KW, group_parts, part_name, read_table
+from pipeline.parts import PARQUET_KW, group_parts, numeric_column, part_name, read_table
 from pipeline.progress import Progress
 from pipeline.publish import check_target, staged_output
 from pipeline.shards import METADATA_NAME, npz_member
@@ -89,7 +89,7 @@ def _tokenize_tables(parts: list[Path]) -> Iterator[pa.Table]:
     for group in group_parts(parts, {"tokens": "tokens.npy", "docs": "docs.parquet"}, "tokenize"):
         docs = read_table(group["docs"])
         tokens = np.load(group["tokens"], mmap_mode="r", allow_pickle=False)
-        lengths = docs.column("num_tokens").to_numpy()
+        lengths = numeric_column(docs.column("num_tokens"), np.int64)
         if int(lengths.sum()) != len(tokens):
             raise DataError(str(group["tokens"]), "token count differs from its docs.parquet")
         yield docs.append_column("input_ids", _token_list(np.asarray(tokens), lengths))

@@ -29,7 +29,7 @@ from pipeline.packing import (
     pack_naive,
 )
 from pipeline.parts import group_parts as io_group_parts
-from pipeline.parts import part_name, read_table, write_table
+from pipeline.parts import numeric_column, part_name, read_table, write_table
 from pipeline.stage import DocCounts, Stage, StageContext, StageResult
 from pipeline.text_files import read_json_file
 
@@ -122,7 +122,7 @@ def read_lengths(pair: TokenPart, dtype: str) -> tuple[np.ndarray, list[str], np
     against its token array. Codes keep driver memory at ~12 B per document."""
     tokens_path, docs_path = pair.tokens, pair.docs
     table = read_table(docs_path, columns=["num_tokens", "source"])
-    lengths = table.column("num_tokens").to_numpy().astype(np.int64)
+    lengths = numeric_column(table.column("num_tokens"), np.int64)
     tokens = np.load(tokens_path, mmap_mode="r", allow_pickle=False)
     if tokens.ndim != 1 or tokens.dtype != np.dtype(dtype):
         raise DataError(

@@ -27,7 +27,7 @@ from pipeline.clean.normalize import normalize_text
 from pipeline.clean.pii import redact
 from pipeline.errors import DataError
 from pipeline.io import atomic_write_bytes
-from pipeline.parts import np_array, part_name, read_table
+from pipeline.parts import np_array, numeric_column, part_name, read_table
 from pipeline.permute import splitmix64
 from pipeline.quality import copies
 from pipeline.quality import reference as refmod
@@ -187,8 +187,8 @@ def _drawn_by_rule(item: DrawPart, lo: float, hi: float, seed: int) -> tuple | N
 
 
 def np_array_of(col: Any) -> np.ndarray:
-    """int64 [n]: a non-null integer column as numpy."""
-    return np.asarray(col.to_numpy(), np.int64)
+    """int64 [n]: a non-null integer column as numpy (no pandas import: parts.numeric_column)."""
+    return numeric_column(col, np.int64)
 
 
 def _drawn_cleaned(path: Path, lo: float, hi: float, seed: int) -> tuple | None:
