@@ -68,6 +68,34 @@ def test_markov_chains_of_order_k_keep_every_k_plus_1_gram():
     assert share4[3] > 0.9 > share4[1] + 0.2
 
 
+def test_grouped_markov_chains_walk_inside_one_group():
+    """group_docs: a walk's (order+1)-grams are those of the documents of one group
+    (chain_groups with the same seed names the groups); group_docs >= the number of documents
+    is the ungrouped chain, draw for draw; seeded."""
+    toks = tokenize(docs(40, 7), 10_000)
+    starts = np.concatenate([[0], np.cumsum(toks.lengths)])
+
+    def grams_of(members: np.ndarray, k: int) -> set[tuple[int, ...]]:
+        out: set[tuple[int, ...]] = set()
+        for i in members.tolist():
+            out |= _grams(toks.ids[starts[i] : starts[i + 1]], toks.lengths[i : i + 1], k)
+        return out
+
+    for order in (1, 2):
+        walks = corrupt.markov_chains(toks, np.full(8, 150), np.random.default_rng(5), order, 4)
+        again = corrupt.markov_chains(toks, np.full(8, 150), np.random.default_rng(5), order, 4)
+        assert all(np.array_equal(a, b) for a, b in zip(walks, again, strict=True))
+        group = corrupt.chain_groups(40, 4, np.random.default_rng(5))
+        assert np.bincount(group).tolist() == [4] * 10
+        grams = [grams_of(np.flatnonzero(group == g), order + 1) for g in range(10)]
+        for w in walks:  # one group holds ~all its (order+1)-grams (ungrouped walks: <= 0.8)
+            got = _grams(w, np.array([len(w)]), order + 1)
+            assert max(float(np.mean([x in grams[g] for x in got])) for g in range(10)) >= 0.95
+    whole = corrupt.markov_chains(toks, np.full(8, 150), np.random.default_rng(6), 1)
+    same = corrupt.markov_chains(toks, np.full(8, 150), np.random.default_rng(6), 1, 40)
+    assert all(np.array_equal(a, b) for a, b in zip(whole, same, strict=True))
+
+
 def test_splices_take_sentences_of_other_documents_only():
     texts = [
         f"Topic{i} alpha{i} beta{i}. Gamma{i} delta{i} topic{i}. End{i} here{i}." for i in range(6)

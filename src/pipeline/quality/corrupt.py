@@ -75,12 +75,25 @@ def corrupt_one(
 
 
 def markov_chains(
-    tokens: Tokens, lengths: np.ndarray, rng: np.random.Generator, order: int = 1
+    tokens: Tokens,
+    lengths: np.ndarray,
+    rng: np.random.Generator,
+    order: int = 1,
+    group_docs: int = 0,
 ) -> list[np.ndarray]:
     """One random walk per length over the order-`order` word Markov chain of `tokens` (order
     1: every adjacent pair is real, nothing longer; order 3: every 4-gram is real). The state is
     a hash of the last `order` tokens; a state never seen inside a document restarts the walk
-    at a random position. Vectorised over walks, one step at a time."""
+    at a random position. Vectorised over walks, one step at a time.
+
+    `group_docs` > 0 (and more documents than that): the documents are dealt into
+    seeded random groups of `group_docs`, and each walk runs on the chain of its start's group
+    only (restarts too). A chain over a few dozen documents has few branching states, so its
+    walks copy long spans and stay near a topic, as Markov spam made from a handful of scraped
+    pages does; a chain over the whole reference jumps between topics at every common word,
+    which is easier to see (`_grouped_chains`). 0: one chain over all of `tokens`."""
+    if group_docs > 0 and len(tokens.lengths) > group_docs:
+        return _grouped_chains(tokens, lengths, rng, order, group_docs)
     n = np.minimum(lengths, CHAIN_MAX_TOKENS)
     total = len(tokens.ids)
     starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
@@ -103,6 +116,59 @@ def markov_chains(
         has = heads[j] == st
         pick = nxt[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
         fresh = ok[rng.integers(len(ok), size=len(n))]
+        cur = np.where(has, pick, tokens.ids[fresh])
+        walk[:, t] = cur
+        window = np.concatenate([window[:, 1:], cur[:, None]], axis=1)
+    return [walk[i, : n[i]] for i in range(len(n))]
+
+
+def chain_groups(num_docs: int, group_docs: int, rng: np.random.Generator) -> np.ndarray:
+    """int64 [num_docs]: each document's group, groups of `group_docs` dealt in a seeded
+    random order (the last one smaller)."""
+    group = np.empty(num_docs, np.int64)
+    group[rng.permutation(num_docs)] = np.arange(num_docs) // group_docs
+    return group
+
+
+def _grouped_chains(
+    tokens: Tokens, lengths: np.ndarray, rng: np.random.Generator, order: int, group_docs: int
+) -> list[np.ndarray]:
+    """`markov_chains` with one chain per group of `group_docs` documents: the states are
+    salted with their group, a walk keeps its start's group's salt and restarts at a random
+    position of that group."""
+    n = np.minimum(lengths, CHAIN_MAX_TOKENS)
+    num_docs, total = len(tokens.lengths), len(tokens.ids)
+    starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
+    doc = np.repeat(np.arange(num_docs), tokens.lengths)
+    pos = np.arange(total) - starts[doc] if total else np.zeros(0, np.int64)
+    ok = np.flatnonzero(pos >= order)
+    if len(ok) == 0:
+        return [tokens.ids[:0] for _ in n]
+    group = chain_groups(num_docs, group_docs, rng)
+    salt = (group.astype(np.uint64) + np.uint64(1)) * np.uint64(0xD6E8FEB86659FD93)
+    ok_group = group[doc[ok]]  # ok ascends, so a stable sort keeps each group's in order
+    by_group = np.argsort(ok_group, kind="stable")
+    ok_sorted, sorted_group = ok[by_group], ok_group[by_group]
+    num_groups = int(group.max()) + 1
+    g_lo = np.searchsorted(sorted_group, np.arange(num_groups))
+    g_size = np.searchsorted(sorted_group, np.arange(num_groups), side="right") - g_lo
+    window_of = np.stack([tokens.ids[ok - k] for k in range(order, 0, -1)], axis=1)
+    state = _state(window_of) ^ salt[doc[ok]]
+    srt = np.argsort(state, kind="stable")
+    keys, nxt = state[srt], tokens.ids[ok[srt]]
+    heads, first, count = np.unique(keys, return_index=True, return_counts=True)
+    steps = int(n.max()) if len(n) else 0
+    walk = np.zeros((len(n), max(steps, 1)), np.uint64)
+    at = ok[rng.integers(len(ok), size=len(n))]
+    mine = group[doc[at]]  # each walk's group, for good
+    lo, size, wsalt = g_lo[mine], np.maximum(g_size[mine], 1), salt[doc[at]]
+    window = np.stack([tokens.ids[at - k] for k in range(order, 0, -1)], axis=1)
+    for t in range(steps):
+        st = _state(window) ^ wsalt
+        j = np.minimum(np.searchsorted(heads, st), len(heads) - 1)
+        has = heads[j] == st
+        pick = nxt[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
+        fresh = ok_sorted[lo + (rng.random(len(n)) * size).astype(np.int64)]
         cur = np.where(has, pick, tokens.ids[fresh])
         walk[:, t] = cur
         window = np.concatenate([window[:, 1:], cur[:, None]], axis=1)
@@ -168,14 +234,16 @@ def corrupt_tokens(
     kinds: tuple[str, ...],
     seed: int,
     splice_sources: tuple[int, int] | None = None,
+    chain_docs: int = 0,
 ) -> tuple[Tokens, list[str]]:
     """One corruption of each document, kinds in rotation (document i gets kinds[i % len]).
-    The unigram pool is the tokens of all the documents given; `splice_sources`: see `splices`.
+    The unigram pool is the tokens of all the documents given; `splice_sources`: see `splices`;
+    `chain_docs`: the Markov walks' group size (`markov_chains`' group_docs).
     With `tokens.surface` the corruptions are made on the surface hashes (names, capitals and
     numbers travel with their words) and mapped back to ids. Same input + seed = same output."""
     if tokens.surface is not None:
         surf = Tokens(tokens.surface, tokens.lengths, tokens.script)
-        bad, which = corrupt_tokens(surf, kinds, seed, splice_sources)
+        bad, which = corrupt_tokens(surf, kinds, seed, splice_sources, chain_docs)
         keys, first = np.unique(tokens.surface, return_index=True)
         at = np.minimum(np.searchsorted(keys, bad.ids), max(len(keys) - 1, 0))
         found = keys[at] == bad.ids if len(keys) else np.zeros(len(bad.ids), bool)
@@ -190,7 +258,7 @@ def corrupt_tokens(
     for kind, order in CHAIN_ORDER.items():
         docs = [i for i, k in enumerate(which) if k == kind]
         if docs:
-            walks = markov_chains(tokens, tokens.lengths[docs], rng, order)
+            walks = markov_chains(tokens, tokens.lengths[docs], rng, order, chain_docs)
             chains.update(zip(docs, walks, strict=True))
     spliced = [i for i, k in enumerate(which) if k == "splice"]
     if spliced:

@@ -97,6 +97,14 @@ class QualityConfig:
         " estimates are real (its junk share from where its corruptions score: a self"
         " reference holds the corpus's own junk); quantile = of all of them (the scores before)",
     )
+    coherence_chain_docs: int = bounded(
+        50,
+        ge=0,
+        doc="sets 2-4, Latin and Cyrillic: the Markov corruptions walk chains over seeded"
+        " groups of this many reference documents (long copied spans that keep to a topic, as"
+        " spam made from a few scraped pages); 0 = one chain over the whole reference (the"
+        " scores before)",
+    )
     coherence_folds: Literal["doc", "sentence"] = option(
         "doc",
         "which fold model scores a token: doc = its document's (text hash); sentence = also"

@@ -378,6 +378,7 @@ def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
         feature_set=cfg.coherence_features,
         detector_keep=cfg.coherence_detector_keep,
         detector_lift=cfg.coherence_detector_lift,
+        chain_docs=cfg.coherence_chain_docs,
         folds=cfg.coherence_folds,
         max_chars=cfg.max_chars,
         seed=seed,
