@@ -103,3 +103,40 @@ def test_detector_lift_reaches_the_file_and_the_report():
     scorer, ref = fit_lm(texts, np.arange(60), params)
     fit_classifiers(scorer, ref, None)
     assert b"detector_lift" not in lmfile.scorer_bytes(scorer)
+
+
+def test_chain_docs_reaches_the_file_and_moves_the_classifier(tmp_path):
+    """LMParams.chain_docs 0 (an older file) stores no key and 8 stores it, read back equal;
+    the Latin classifier's weights move with it (other corruptions), the Chinese one's do not
+    (GROUPED_CHAIN_SCRIPTS), and a set-1 scorer stores
+    no key whatever the value."""
+    from pipeline.quality import lmfile
+    from pipeline.quality.ngram import SCRIPTS
+
+    rng = np.random.default_rng(3)
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 300)]
+    chinese = [
+        "".join("".join(rng.choice(han, int(rng.integers(8, 20)))) + "。" for _ in range(20))
+        for _ in range(40)
+    ]
+    texts = docs(120, 5) + chinese
+    weights, stored = {}, {}
+    for chain in (0, 8):
+        params = LMParams(min_reference_docs=10, feature_set=2, chain_docs=chain)
+        scorer, ref = fit_lm(texts, np.arange(len(texts)), params)
+        fit_classifiers(scorer, ref, None)
+        assert scorer.usable == [SCRIPTS.index("latin"), SCRIPTS.index("cjk")]
+        data = lmfile.scorer_bytes(scorer)
+        assert (b"chain_docs" in data) == (chain > 0)
+        path = tmp_path / f"lm{chain}.npz"
+        path.write_bytes(data)
+        stored[chain] = lmfile.load_scorer(path).params.chain_docs
+        weights[chain] = {s: np.ravel(c.w) for s, c in scorer.classifiers.items()}
+    assert stored == {0: 0, 8: 8}
+    latin, cjk = SCRIPTS.index("latin"), SCRIPTS.index("cjk")
+    assert not np.array_equal(weights[0][latin], weights[8][latin])
+    assert np.array_equal(weights[0][cjk], weights[8][cjk])  # characters: whole-reference chains
+    params = LMParams(min_reference_docs=10, feature_set=1, chain_docs=8)
+    scorer, ref = fit_lm(texts, np.arange(len(texts)), params)
+    fit_classifiers(scorer, ref, None)
+    assert b"chain_docs" not in lmfile.scorer_bytes(scorer)
