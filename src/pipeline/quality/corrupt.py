@@ -91,31 +91,45 @@ def markov_chains(
     only (restarts too). A chain over a few dozen documents has few branching states, so its
     walks copy long spans and stay near a topic, as Markov spam made from a handful of scraped
     pages does; a chain over the whole reference jumps between topics at every common word,
-    which is easier to see (`_grouped_chains`). 0: one chain over all of `tokens`."""
-    if group_docs > 0 and len(tokens.lengths) > group_docs:
-        return _grouped_chains(tokens, lengths, rng, order, group_docs)
+    which is easier to see. 0: one chain over all of `tokens`."""
     n = np.minimum(lengths, CHAIN_MAX_TOKENS)
-    total = len(tokens.ids)
+    num_docs, total = len(tokens.lengths), len(tokens.ids)
     starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
-    doc = np.repeat(np.arange(len(tokens.lengths)), tokens.lengths)
+    doc = np.repeat(np.arange(num_docs), tokens.lengths)
     pos = np.arange(total) - starts[doc] if total else np.zeros(0, np.int64)
     ok = np.flatnonzero(pos >= order)  # positions with `order` tokens before them in their doc
     if len(ok) == 0:  # no transition at all (documents too short): nothing to walk
         return [tokens.ids[:0] for _ in n]
     state = _state(np.stack([tokens.ids[ok - k] for k in range(order, 0, -1)], axis=1))
+    grouped = 0 < group_docs < num_docs
+    if grouped:  # one chain per group: states salted with their group
+        group = chain_groups(num_docs, group_docs, rng)
+        salt = (group.astype(np.uint64) + np.uint64(1)) * np.uint64(0xD6E8FEB86659FD93)
+        state = state ^ salt[doc[ok]]
+        ok_group = group[doc[ok]]  # ok ascends, so a stable sort keeps each group's in order
+        by_group = np.argsort(ok_group, kind="stable")
+        ok_sorted, sorted_group = ok[by_group], ok_group[by_group]
+        g_lo = np.searchsorted(sorted_group, np.arange(int(group.max()) + 1))
+        g_size = np.searchsorted(sorted_group, np.arange(len(g_lo)), side="right") - g_lo
     srt = np.argsort(state, kind="stable")
     keys, nxt = state[srt], tokens.ids[ok[srt]]
     heads, first, count = np.unique(keys, return_index=True, return_counts=True)
     steps = int(n.max()) if len(n) else 0
     walk = np.zeros((len(n), max(steps, 1)), np.uint64)
     at = ok[rng.integers(len(ok), size=len(n))]
+    wsalt = salt[doc[at]] if grouped else np.uint64(0)  # a walk keeps its start's group
+    if grouped:
+        lo, size = g_lo[group[doc[at]]], np.maximum(g_size[group[doc[at]]], 1)
     window = np.stack([tokens.ids[at - k] for k in range(order, 0, -1)], axis=1)
     for t in range(steps):
-        st = _state(window)
+        st = _state(window) ^ wsalt
         j = np.minimum(np.searchsorted(heads, st), len(heads) - 1)
         has = heads[j] == st
         pick = nxt[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
-        fresh = ok[rng.integers(len(ok), size=len(n))]
+        if grouped:  # restart inside the walk's group
+            fresh = ok_sorted[lo + (rng.random(len(n)) * size).astype(np.int64)]
+        else:
+            fresh = ok[rng.integers(len(ok), size=len(n))]
         cur = np.where(has, pick, tokens.ids[fresh])
         walk[:, t] = cur
         window = np.concatenate([window[:, 1:], cur[:, None]], axis=1)
@@ -128,51 +142,6 @@ def chain_groups(num_docs: int, group_docs: int, rng: np.random.Generator) -> np
     group = np.empty(num_docs, np.int64)
     group[rng.permutation(num_docs)] = np.arange(num_docs) // group_docs
     return group
-
-
-def _grouped_chains(
-    tokens: Tokens, lengths: np.ndarray, rng: np.random.Generator, order: int, group_docs: int
-) -> list[np.ndarray]:
-    """`markov_chains` with one chain per group of `group_docs` documents: the states are
-    salted with their group, a walk keeps its start's group's salt and restarts at a random
-    position of that group."""
-    n = np.minimum(lengths, CHAIN_MAX_TOKENS)
-    num_docs, total = len(tokens.lengths), len(tokens.ids)
-    starts = np.concatenate([[0], np.cumsum(tokens.lengths)])
-    doc = np.repeat(np.arange(num_docs), tokens.lengths)
-    pos = np.arange(total) - starts[doc] if total else np.zeros(0, np.int64)
-    ok = np.flatnonzero(pos >= order)
-    if len(ok) == 0:
-        return [tokens.ids[:0] for _ in n]
-    group = chain_groups(num_docs, group_docs, rng)
-    salt = (group.astype(np.uint64) + np.uint64(1)) * np.uint64(0xD6E8FEB86659FD93)
-    ok_group = group[doc[ok]]  # ok ascends, so a stable sort keeps each group's in order
-    by_group = np.argsort(ok_group, kind="stable")
-    ok_sorted, sorted_group = ok[by_group], ok_group[by_group]
-    num_groups = int(group.max()) + 1
-    g_lo = np.searchsorted(sorted_group, np.arange(num_groups))
-    g_size = np.searchsorted(sorted_group, np.arange(num_groups), side="right") - g_lo
-    window_of = np.stack([tokens.ids[ok - k] for k in range(order, 0, -1)], axis=1)
-    state = _state(window_of) ^ salt[doc[ok]]
-    srt = np.argsort(state, kind="stable")
-    keys, nxt = state[srt], tokens.ids[ok[srt]]
-    heads, first, count = np.unique(keys, return_index=True, return_counts=True)
-    steps = int(n.max()) if len(n) else 0
-    walk = np.zeros((len(n), max(steps, 1)), np.uint64)
-    at = ok[rng.integers(len(ok), size=len(n))]
-    mine = group[doc[at]]  # each walk's group, for good
-    lo, size, wsalt = g_lo[mine], np.maximum(g_size[mine], 1), salt[doc[at]]
-    window = np.stack([tokens.ids[at - k] for k in range(order, 0, -1)], axis=1)
-    for t in range(steps):
-        st = _state(window) ^ wsalt
-        j = np.minimum(np.searchsorted(heads, st), len(heads) - 1)
-        has = heads[j] == st
-        pick = nxt[first[j] + (rng.random(len(n)) * count[j]).astype(np.int64)]
-        fresh = ok_sorted[lo + (rng.random(len(n)) * size).astype(np.int64)]
-        cur = np.where(has, pick, tokens.ids[fresh])
-        walk[:, t] = cur
-        window = np.concatenate([window[:, 1:], cur[:, None]], axis=1)
-    return [walk[i, : n[i]] for i in range(len(n))]
 
 
 def _state(window: np.ndarray) -> np.ndarray:
