@@ -359,31 +359,48 @@ class NgramLM:
             for lv, h in zip(levels, g.h, strict=True)
         ]
         col = col_all[1:]  # from here on, positions 1.. (position 0 is a pad)
+        # one gather per order of the (row, fold)'s record: [count, total, types, uni] (16
+        # bytes, one cache line; three 4-byte gathers cost twice one 16-byte gather); order
+        # n's count is read at the position, its context fields one position later
+        recs = [lv.record[a] for lv, a in zip(levels, at, strict=True)]
         # a context is the (k-1)-gram one position earlier, gathered in *this* token's model:
         # with per-token folds the earlier position's fold can differ (a sentence seam)
         shift = None if token_fold is None else col - col_all[:-1]
         lv1 = levels[0]
-        c1 = lv1.count[at[0][1:]]
+        c1 = _field(recs[0], 0)[1:]
         total1, types1, _ = (x[col] for x in lv1.fold_consts)
         d = self.discounts[0][col]
         p = (np.maximum(c1 - d, 0.0) + d * types1 / (types1 + 1.0)) / np.maximum(total1, 1.0)
         hit = (c1 > 0).astype(np.int8)
         for k in range(2, self.order + 1):
-            ctx, a = levels[k - 2], at[k - 2][:-1]  # the (k-1)-gram one position earlier
-            if shift is not None:
-                a = a + shift
-            den = ctx.total[a]
+            # the (k-1)-gram one position earlier
+            if shift is None:
+                ctx = recs[k - 2][:-1]
+            else:
+                ctx = levels[k - 2].record[at[k - 2][:-1] + shift]
+            den = _field(ctx, 1)
             found = den > 0  # a context only fold f saw is unseen for model f
             den = np.where(found, den, np.float32(1.0))
-            typ = ctx.types[a]  # 0 where the context is unseen for the fold
-            c = levels[k - 1].count[at[k - 1][1:]]
+            typ = _field(ctx, 2)  # 0 where the context is unseen for the fold
+            c = _field(recs[k - 1], 0)[1:]
             dk = self.discounts[k - 1][col]
-            p = np.where(found, np.maximum(c - dk, 0.0) / den + dk * typ / den * p, p)
-            hit = np.where(c > 0, np.int8(k), hit)
-            if k == 2:
-                p2 = p
+            # p = where(found, max(c - dk, 0) / den + dk * typ / den * p, p), in place
+            q = c - dk
+            np.maximum(q, 0.0, out=q)
+            q /= den
+            r = dk * typ
+            r /= den
+            r *= p
+            q += r
+            if k <= 3:  # new arrays: p2 keeps the bigram level
+                p = np.where(found, q, p)
+                if k == 2:
+                    p2 = p
+            else:
+                np.copyto(p, q, where=found)
+            hit[c > 0] = k
         t = g.target - 1  # the tokens' positions in these arrays
-        uni = lv1.uni[at[0][g.target]]
+        uni = _field(recs[0], 3)[g.target]
         ct = col[t]
         p_uni = (uni + 0.5) / (lv1.fold_consts[2][ct] + 0.5 * (lv1.fold_consts[1][ct] + 1))
         return np.log(p[t]), np.log(p_uni), hit[t], uni, np.log(p2[t])
@@ -405,20 +422,23 @@ class NgramLM:
                 return flat
 
             count = spread(self.tables[n - 1].keys, self.values[n - 1])
-            total = types = uni = None
             consts: tuple[np.ndarray, ...] = ()
-            if n < self.order:
-                total = spread(self.ctx_tables[n - 1].keys, self.ctx_total[n - 1])
-                types = spread(self.ctx_tables[n - 1].keys, self.ctx_types[n - 1])
+            if n == self.order:  # the top order is no context: its count alone
+                out.append(_Level(HashTable(keys), count, consts))
+                continue
+            rec = np.zeros((len(count), 4), np.float32)
+            rec[:, 0] = count
+            rec[:, 1] = spread(self.ctx_tables[n - 1].keys, self.ctx_total[n - 1])
+            rec[:, 2] = spread(self.ctx_tables[n - 1].keys, self.ctx_types[n - 1])
             if n == 1:
-                uni = spread(self.tables[0].keys, self.uni_counts)
+                rec[:, 3] = spread(self.tables[0].keys, self.uni_counts)
                 v = self.values[0]
                 consts = (
                     v.sum(axis=0, dtype=np.float64),
                     (v > 0).sum(axis=0).astype(np.float64),
                     self.uni_counts.sum(axis=0, dtype=np.float64),
                 )
-            out.append(_Level(HashTable(keys), count, total, types, uni, consts))
+            out.append(_Level(HashTable(keys), rec.view(np.complex128).reshape(-1), consts))
         return out
 
 
@@ -432,16 +452,25 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @dataclass
 class _Level:
     """Order n's lookup for scoring: one table of the n-grams and the order n + 1 contexts
-    (both n-token hashes), with the values of each (row, fold) in flat float32 arrays
+    (both n-token hashes), with the values of each (row, fold) at flat index row x K + fold
     [(rows + 1) x K] (row-major; the last row is zeros: absent). A position's row at order n
-    serves its own n-gram and, one position later, the next order's context."""
+    serves its own n-gram and, one position later, the next order's context, so below the
+    top order the values are one 16-byte record, read by one gather (`_field` splits it):
+    [count, total, types, uni] as float32 - the n-gram's (continuation) count (0 for a
+    context that is no n-gram); as a context c(h •) (0 for an n-gram that is no context) and
+    N1+(h •); order 1's raw counts (0 above order 1). The top order: its count, float32."""
 
     table: HashTable
-    count: np.ndarray  # the n-gram's (continuation) count, 0 for a context that is no n-gram
-    total: np.ndarray | None  # as a context: c(h •), 0 for an n-gram that is no context
-    types: np.ndarray | None  # as a context: N1+(h •)
-    uni: np.ndarray | None  # order 1: raw counts
+    record: np.ndarray  # complex128 [(rows + 1) x K] records; float32 counts at the top order
     fold_consts: tuple[np.ndarray, ...]  # order 1: per fold total, types, raw tokens (float64)
+
+
+def _field(records: np.ndarray, j: int) -> np.ndarray:
+    """Field j of gathered `_Level.record`s (a strided float32 view); a float32 array is the
+    top order's counts (field 0)."""
+    if records.dtype == np.float32:
+        return records
+    return records.view(np.float32).reshape(-1, 4)[:, j]
 
 
 _ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # the sentinel after the last key: stops every probe
@@ -466,25 +495,34 @@ class HashTable:
 
     @functools.cached_property
     def _index(self) -> tuple[np.ndarray, np.ndarray, np.uint64]:
-        """(keys + the all-ones sentinel, bucket starts int32 [2^bits + 1], shift 64 - bits)."""
+        """(keys + the all-ones sentinel, bucket heads complex128 [2^bits], shift 64 - bits):
+        a bucket's head is the 16-byte record (its first key: that of the next non-empty
+        bucket, or the sentinel, when it is empty; the key's position), read by one gather."""
         n = len(self.keys)
         bits = max((2 * n).bit_length(), 1)  # 2^bits > 2n buckets: load < 1/2
         shift = np.uint64(64 - bits)
         home = (self.keys >> shift).astype(np.intp)
-        start = np.zeros((1 << bits) + 1, np.int32)
+        start = np.zeros((1 << bits) + 1, np.int64)
         np.cumsum(np.bincount(home, minlength=1 << bits), out=start[1:])
-        return np.concatenate([self.keys, [_ALL_ONES]]), start, shift
+        ext = np.concatenate([self.keys, [_ALL_ONES]])
+        heads = np.empty((1 << bits, 2), np.uint64)
+        heads[:, 0] = ext[start[:-1]]
+        heads[:, 1] = start[:-1]
+        return ext, heads.view(np.complex128).reshape(-1), shift
 
     def rows(self, query: np.ndarray) -> np.ndarray:
         """int32 [len(query)]: each query's position in `keys`, len(keys) where absent (the
         index of a zero row callers append to their value arrays)."""
-        ext, start, shift = self._index
+        ext, heads, shift = self._index
         n = len(self.keys)
-        at = start[(query >> shift).astype(np.intp)]
-        got = ext[at]
+        head = heads[(query >> shift).astype(np.intp)].view(np.uint64).reshape(-1, 2)
+        got = head[:, 0]
+        at = head[:, 1].astype(np.int32)
         # keys ascend and every earlier bucket holds smaller keys: read on while the key is
         # smaller than the query; the sentinel (or any larger key) ends the probe
         pending = np.flatnonzero(got < query)
+        if len(pending):
+            got = got.copy()
         while len(pending):
             a = at[pending] + 1
             at[pending] = a
