@@ -51,6 +51,19 @@ def test_script_share_from_the_batch_equals_char_script_share(max_chars, window,
     assert stats.tolist() == stats_matrix(texts, max_chars).tolist()
 
 
+@pytest.mark.parametrize("batch", [1, 2, 3, 4096])
+def test_empty_texts_at_the_end_of_a_batch(batch, monkeypatch):
+    """A batch may end with empty texts (no "\n" after the last one, so it starts past the
+    joined array's end): their rows are zeros and the other rows do not move."""
+    import pipeline.quality.features as features
+
+    monkeypatch.setattr(features, "STATS_BATCH", batch)
+    for texts in (["", ""], ["a b c.", ""], ["中文 字", "", ""], [*EDGES, "", *docs(2, 1), "", ""]):
+        stats, share = stats_and_script_share(texts, 100_000)
+        assert stats.tolist() == _reference(texts, 100_000).tolist()
+        assert share.tolist() == [char_script_share(t, 2000) for t in texts]
+
+
 def test_stats_matrix_batches_and_empty_input(monkeypatch):
     """Batches of 3 texts give the rows of one batch; no text gives a [0, 9] matrix."""
     import pipeline.quality.features as features

@@ -160,9 +160,12 @@ def _stop_fingerprints() -> HashTable:
 def _per_doc(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """int64 [n]: how many True in each text's range of a joined batch (its "\n" included:
     callers count classes "\n" is not in)."""
-    if len(flags) == 0:
-        return np.zeros(len(starts) - 1, np.int64)
-    return np.add.reduceat(flags, starts[:-1], dtype=np.int64)
+    out = np.zeros(len(starts) - 1, np.int64)
+    # the last text has no "\n" after it: empty, it starts past the end (and counts 0)
+    m = int(np.searchsorted(starts[:-1], len(flags)))
+    if m:
+        out[:m] = np.add.reduceat(flags, starts[:m], dtype=np.int64)
+    return out
 
 
 def _distinct_per_doc(doc: np.ndarray, fp: np.ndarray, n: int) -> np.ndarray:
@@ -244,15 +247,24 @@ def _stats_batch(texts: list[str], window: int) -> tuple[np.ndarray, np.ndarray]
 
 def _script_share(f: np.ndarray, non_space: np.ndarray, st: np.ndarray, window: int):
     """char_script_share of each text of a joined batch: among the non-space characters of its
-    first `window` characters, the share in the unspaced scripts (prefix sums over the batch)."""
-    cs = np.zeros(len(f) + 1, np.int64)
-    np.cumsum(non_space, out=cs[1:])
-    cc = np.zeros(len(f) + 1, np.int64)
-    np.cumsum(non_space & ((f & segment.CHAR_SCRIPT) > 0), out=cc[1:])
+    first `window` characters, the share in the unspaced scripts (sums over each text's window
+    only: one reduceat per count, not prefix sums over the batch)."""
     a = st[:-1]
     b = np.minimum(a + window, st[1:] - 1)  # text i is [st[i], st[i + 1] - 1)
-    head = cs[b] - cs[a]
-    return np.where(head > 0, (cc[b] - cc[a]) / np.maximum(head, 1), 0.0)
+    head = np.zeros(len(a), np.int64)
+    cc = np.zeros(len(a), np.int64)
+    scripted = non_space & ((f & segment.CHAR_SCRIPT) > 0)
+    # reduceat sums [at[2i], at[2i + 1]) only for windows that end before the array's end
+    # (an empty one, a == b, reads one element: left at 0); the last text's may reach it
+    inner = np.flatnonzero((a < b) & (b < len(f)))
+    if len(inner):
+        at = np.stack([a[inner], b[inner]], axis=1).reshape(-1)
+        head[inner] = np.add.reduceat(non_space, at, dtype=np.int64)[::2]
+        cc[inner] = np.add.reduceat(scripted, at, dtype=np.int64)[::2]
+    if len(a) and a[-1] < b[-1] == len(f):
+        head[-1] = np.count_nonzero(non_space[a[-1] :])
+        cc[-1] = np.count_nonzero(scripted[a[-1] :])
+    return np.where(head > 0, cc / np.maximum(head, 1), 0.0)
 
 
 def _line_stats(text: str) -> tuple[float, float]:
