@@ -407,6 +407,20 @@ def test_default_keeps_real_text_and_drops_salad(tmp_path):
     assert stats["docs_in"] == stats["docs_out"] + stats["dropped_low_quality"]
 
 
+def test_empty_texts_ending_a_part_are_dropped_not_a_crash(tmp_path):
+    """Without a clean stage empty texts reach quality; two of them ending the input (the last
+    text of a stats batch starts past the batch's characters) once raised an IndexError."""
+    texts = docs(60, 12) + ["", ""]
+    src = _jsonl(tmp_path / "in.jsonl", texts)
+    stages = {"download": {"source": "jsonl", "path": str(src), "docs_per_part": 31}, "quality": {}}
+    run_stages(tmp_path / "run", stages)
+    stats = _report(tmp_path / "run")
+    assert stats["lm"]["status"] == "trained"
+    assert stats["dropped_no_words"] == 2
+    assert stats["docs_in"] == 62 and stats["docs_out"] >= 54
+    assert stats["docs_out"] == 62 - 2 - stats["dropped_low_quality"]
+
+
 @pytest.mark.parametrize("folds,features", [("doc", 2), ("sentence", 2), ("sentence", 4)])
 def test_same_bytes_for_one_or_two_workers(tmp_path, monkeypatch, folds, features):
     """With 2 workers the LM and classifier fits are worker tasks: the driver never fits
