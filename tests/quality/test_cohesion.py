@@ -145,3 +145,26 @@ def test_segment_gain_spread_and_seam_jump_worked_example():
     assert f[0] == pytest.approx([std, 2.0 / (std + 0.1)])
     assert f[1].tolist() == [0.0, 0.0]
     assert f[2] == pytest.approx([0.0, 0.0])
+
+
+def test_repeats_in_order_gives_the_lexsort_groups_and_gaps():
+    """One stable sort by key (units in document and segment order) yields the occurrences of
+    the 3-key lexsort, grouped in another order: the same (document, segment, same, gap) rows;
+    input out of that order is what the lexsort is kept for."""
+    from pipeline.quality.cohesion import _repeats
+
+    rng = np.random.default_rng(5)
+    d = np.sort(rng.integers(0, 40, 3000))
+    s = d * 100 + np.sort(rng.integers(0, 60, 3000))  # segments ascend within each document
+    s = np.sort(s)
+    key = rng.integers(0, 25, 3000).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+
+    def rows(out):
+        return sorted(zip(*(x.tolist() for x in out), strict=True))
+
+    want = _repeats(d, s, key)
+    assert rows(_repeats(d, s, key, in_order=True)) == rows(want)
+    assert (want[3] >= 1).sum() > 100  # repeats over earlier segments do occur
+    shuffled = rng.permutation(len(d))
+    assert rows(_repeats(d[shuffled], s[shuffled], key[shuffled])) == rows(want)
+    assert rows(_repeats(d[shuffled], s[shuffled], key[shuffled], in_order=True)) != rows(want)

@@ -66,7 +66,7 @@ def cohesion_features(
     num_units = np.bincount(doc[at], minlength=n).astype(np.float64)
     out[:, 4] = num_units / np.maximum(tokens.lengths, 1)
     if len(unit):
-        d, s, same, gap = _repeats(doc[at], seg[at], unit)
+        d, s, same, gap = _repeats(doc[at], seg[at], unit, in_order=True)
         back = gap >= 1  # repeated from an earlier segment
         near = back & (gap <= LINK_GAP)
         linked = np.zeros(int(seg[-1]) + 1, bool)
@@ -92,11 +92,18 @@ def cohesion_features(
     return out
 
 
-def _repeats(d: np.ndarray, s: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, ...]:
+def _repeats(
+    d: np.ndarray, s: np.ndarray, key: np.ndarray, in_order: bool = False
+) -> tuple[np.ndarray, ...]:
     """Occurrences (document d, segment s, key) sorted by (document, key, segment): their d and
     s in that order, `same` (the occurrence before is the same key in the same document) and
-    `gap` (segments since that one; -1 where not `same`)."""
-    order = np.lexsort((s, key, d))
+    `gap` (segments since that one; -1 where not `same`). `in_order`: the occurrences come
+    in (document, segment) order within each document and documents ascend (`_units`' output:
+    a document's units are all words or all pairs), so one stable sort by key puts every
+    (document, key) together with its segments ascending, the groups ordered by key then
+    document: the same groups and gaps (callers count them, in any order) for half the time
+    of a 3-key lexsort."""
+    order = np.argsort(key, kind="stable") if in_order else np.lexsort((s, key, d))
     d, u, s = d[order], key[order], s[order]
     same = np.zeros(len(u), bool)
     same[1:] = (u[1:] == u[:-1]) & (d[1:] == d[:-1])
