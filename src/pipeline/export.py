@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 
 from pipeline import exporters
 from pipeline.errors import DataError, PipelineError
+from pipeline.io import PARQUET_EXPORT_KW
 from pipeline.loader.schema import check_metadata
 from pipeline.manifest import Manifest
-from pipeline.parts import PARQUET_KW, group_parts, numeric_column, part_name, read_table
+from pipeline.parts import group_parts, numeric_column, part_name, read_table
 from pipeline.progress import Progress
 from pipeline.publish import check_target, staged_output
 from pipeline.shards import METADATA_NAME, npz_member
@@ -159,7 +160,7 @@ def _write_parquet(tables: Iterator[pa.Table], folder: Path, bar: Progress) -> i
     folder.mkdir(parents=True, exist_ok=True)
     rows = 0
     for i, table in enumerate(tables):
-        pq.write_table(table, folder / part_name(i), **PARQUET_KW)
+        pq.write_table(table, folder / part_name(i), **PARQUET_EXPORT_KW)
         rows += table.num_rows
         bar.update(table.num_rows)
     return rows

@@ -20,12 +20,17 @@ import numpy as np
 
 from pipeline.hashing import sha256_file
 
-# every Parquet writer (pipeline.parts, stages/tokenize/wordcounts, export): deterministic bytes
-PARQUET_KW = dict(compression="zstd", compression_level=3, write_statistics=False)
+# every stage's Parquet parts (pipeline.parts, stages/tokenize/wordcounts): deterministic bytes.
+# zstd level 1: the parts are working data that the next stage reads once; against level 3 it
+# writes with ~40% less CPU and reads back with ~33% less, for ~11% more bytes (clean's parts
+# of the 80 MB bench_e2e corpus; issue 27, docs/scale.md)
+PARQUET_KW = dict(compression="zstd", compression_level=1, write_statistics=False)
+# what `pipeline export` writes for other tools and for publishing: smaller files
+PARQUET_EXPORT_KW = dict(PARQUET_KW, compression_level=3)
 # a stage that rewrites every part it reads and computes little (line_dedup): zstd level 1, no
 # dictionary pages (text rarely repeats): ~40% less CPU to write and ~35% to read back, ~8% more
 # bytes (benchmarks/bench_line_dedup.py, docs/dedup.md)
-PARQUET_FAST_KW = dict(PARQUET_KW, compression_level=1, use_dictionary=False)
+PARQUET_FAST_KW = dict(PARQUET_KW, use_dictionary=False)
 
 CRASH_ENV = "PIPELINE_CRASH_AT"
 _crash = {"count": 0}

@@ -229,4 +229,4 @@ def run(cfg: DecontaminateConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
 
-STAGE = Stage("decontaminate", DecontaminateConfig, run, version="1", needs=("download",))
+STAGE = Stage("decontaminate", DecontaminateConfig, run, version="2", needs=("download",))

@@ -440,4 +440,4 @@ def _stats(cfg: PackConfig, t: _Totals) -> dict[str, Any]:
     return stats
 
 
-STAGE = Stage("pack", PackConfig, run, version="1", needs=("tokenize",))
+STAGE = Stage("pack", PackConfig, run, version="2", needs=("tokenize",))

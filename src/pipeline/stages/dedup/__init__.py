@@ -386,4 +386,4 @@ def run(cfg: DedupConfig, ctx: StageContext) -> StageResult:
     return StageResult(outputs=outputs, stats=stats, counts=[r["counts"] for r in results])
 
 
-STAGE = Stage("dedup", DedupConfig, run, version="1", needs=("download",))
+STAGE = Stage("dedup", DedupConfig, run, version="2", needs=("download",))

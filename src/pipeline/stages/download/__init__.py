@@ -411,4 +411,4 @@ def _cache_stats(cfg: DownloadConfig, ctx: StageContext) -> dict[str, Any]:
     return {"cache_verification": status}
 
 
-STAGE = Stage("download", DownloadConfig, run, version="1")
+STAGE = Stage("download", DownloadConfig, run, version="2")

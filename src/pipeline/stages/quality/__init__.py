@@ -358,4 +358,4 @@ def _run(cfg: QualityConfig, ctx: StageContext, parts: list[Path], folder: Path)
 
 
 # clean's rejects join the bad class when the run has a clean stage (clean_rejects_as_bad)
-STAGE = Stage("quality", QualityConfig, run, version="4", needs=("download",), uses=("clean",))
+STAGE = Stage("quality", QualityConfig, run, version="5", needs=("download",), uses=("clean",))

@@ -542,5 +542,5 @@ def run(cfg: TokenizeConfig, ctx: StageContext) -> StageResult:
 
 
 STAGE = Stage(
-    "tokenize", TokenizeConfig, run, version="2", needs=("download",)
+    "tokenize", TokenizeConfig, run, version="3", needs=("download",)
 )  # 2: writes hf_tokenizer/
