@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.quality import folds
 from pipeline.quality.folds import SENT_MIN_TOKENS, sentence_keys
 from pipeline.quality.ngram import Tokens
 
@@ -38,6 +39,9 @@ MIN_TOKENS = 20  # fewer long-sentence tokens: too little to judge (no gate)
 # benchmark sets, splices of 3-6 documents 0.5-0.75
 SPLICE_OK, SPLICE_MAX = 0.4, 0.5
 UNSHARED_MAX = 0.1  # the gate needs the document to be at least 90% shared sentences
+# copier_exclusions: a document with less than this share of its long sentences shared is a
+# source whose fold model its copiers leave (the splice gate's 90%: a copy is nearly all shared)
+ORIGINAL_MAX_SHARED = 1.0 - UNSHARED_MAX
 
 
 def sentence_rows(tokens: Tokens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -127,3 +131,61 @@ def splice_gate(den: np.ndarray, shared: np.ndarray, top: np.ndarray) -> np.ndar
     drop = np.clip((s - SPLICE_OK) / (SPLICE_MAX - SPLICE_OK), 0.0, 1.0)
     drop = np.where(np.isnan(s) | (unshared > UNSHARED_MAX), 0.0, drop)
     return 1.0 - drop
+
+
+def copier_exclusions(
+    tokens: Tokens, doc_fold: np.ndarray, sources: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(document int64 [m], fold int64 [m]): the fold models each reference document is also
+    left out of (quality.copy_folds). Of two reference documents that share a long sentence
+    (folds.sentence_partners' rule: >= SENT_MIN_TOKENS tokens, at most folds.MAX_HOLDERS
+    holders), the one with more partners is the copier (a splice has several sources; its
+    source, one or two copiers) and is left out of the other's fold model too: the source is
+    then scored by a model that never saw its own sentences through the copy, while the copy
+    is still scored by a model that saw its sources. Only a source that keeps sentences of its
+    own (less than ORIGINAL_MAX_SHARED of its long sentences shared) has its model cleared:
+    of two copies (two walks or splices over the same source) neither leaves the other's.
+    `sources` (bool [n], default all): the documents whose model may be cleared. Pairs
+    already in one fold add nothing. Distinct (document, fold) pairs, sorted."""
+    n = len(tokens.lengths)
+    none = np.zeros(0, np.int64)
+    skey, owner = folds._long_sentences(tokens)
+    if not len(skey):
+        return none, none
+    head = np.ones(len(skey), bool)
+    head[1:] = skey[1:] != skey[:-1]
+    starts = np.flatnonzero(head)
+    holders = np.diff(np.append(starts, len(skey)))
+    ok = (holders >= 2) & (holders <= folds.MAX_HOLDERS)
+    if not ok.any():
+        return none, none
+    # every ordered pair (row, mate), row != mate, of the holders of each shared sentence
+    g_start, g_size = starts[ok], holders[ok]
+    rows = np.repeat(g_start, g_size) + _ranks(g_size)
+    row_size = np.repeat(g_size, g_size)
+    src = np.repeat(rows, row_size)
+    mate = np.repeat(np.repeat(g_start, g_size), row_size) + _ranks(row_size)
+    keep = mate != src
+    a, b = owner[src[keep]], owner[mate[keep]]
+    pair = np.unique(a * np.int64(n) + b)
+    a, b = pair // np.int64(n), pair % np.int64(n)
+    partners = np.bincount(a, minlength=n)
+    # the share of each document's long sentences (those held by at most MAX_HOLDERS) that
+    # another document holds: a source keeps sentences of its own; a splice, a walk or a
+    # mirror is nearly all shared, and one copy is not left out of another copy's model
+    counted = np.repeat(holders <= folds.MAX_HOLDERS, holders)
+    own = np.bincount(owner[counted], minlength=n)
+    held = np.bincount(owner[np.repeat(ok, holders)], minlength=n)
+    original = held < ORIGINAL_MAX_SHARED * np.maximum(own, 1)
+    if sources is not None:
+        original &= sources
+    fold = np.asarray(doc_fold, np.int64)
+    sel = (partners[a] > partners[b]) & original[b] & (fold[a] != fold[b])
+    k = int(fold.max()) + 1 if len(fold) else 1
+    ex = np.unique(a[sel] * k + fold[b[sel]])
+    return ex // k, ex % k
+
+
+def _ranks(sizes: np.ndarray) -> np.ndarray:
+    """int64 [sizes.sum()]: 0..size-1 for each size in turn."""
+    return np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)

@@ -42,6 +42,7 @@ def _params(sc: LMScorer) -> dict:
     drop += ("folds",) if sc.params.folds == "doc" else ()  # doc: the bytes before the key
     drop += ("detector_lift",) if sc.params.detector_lift == "quantile" and not set1 else ()
     drop += ("chain_docs",) if sc.params.chain_docs == 0 or set1 else ()  # 0: the bytes before
+    drop += ("copy_folds",) if not sc.params.copy_folds else ()  # False: the bytes before
     return {k: v for k, v in sc.params.__dict__.items() if k not in drop}
 
 

@@ -549,31 +549,59 @@ def _group(keys: np.ndarray) -> tuple[np.ndarray, ...]:
     return keys[rep], rep, gid
 
 
-def _per_fold(gid: np.ndarray, num: int, fold: np.ndarray, k: int, w: np.ndarray | None = None):
-    """[num, k] sums of `w` (default 1) by (group, fold): column f = all folds but f (k > 1)."""
+def _per_fold(
+    gid: np.ndarray,
+    num: int,
+    fold: np.ndarray,
+    k: int,
+    w: np.ndarray | None = None,
+    extra: tuple[np.ndarray, np.ndarray] | None = None,
+):
+    """[num, k] sums of `w` (default 1) by (group, fold): column f = all folds but f (k > 1),
+    less the elements `extra` = (element indexes, fold) leaves out of that fold's column too."""
     total = np.bincount(gid * k + fold, weights=w, minlength=num * k).reshape(num, k)
     if k == 1:
         return total.astype(np.float32)
-    return (total.sum(axis=1, keepdims=True) - total).astype(np.float32)
+    out = total.sum(axis=1, keepdims=True) - total
+    if extra is not None and len(extra[0]):
+        at, f = extra
+        wx = None if w is None else w[at]
+        out -= np.bincount(gid[at] * k + f, weights=wx, minlength=num * k).reshape(num, k)
+    return out.astype(np.float32)
 
 
 def train_lm(
-    tokens: Tokens, order: int = 4, doc_fold: np.ndarray | None = None, num_folds: int = 1
+    tokens: Tokens,
+    order: int = 4,
+    doc_fold: np.ndarray | None = None,
+    num_folds: int = 1,
+    exclude: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> NgramLM:
     """Count and smooth order-`order` (2..6) models over the documents in `tokens`; with folds,
-    model f leaves out the documents with doc_fold == f. One sort per order serves all folds."""
+    model f leaves out the documents with doc_fold == f, and those that `exclude` = (document
+    indexes, fold), distinct pairs with fold != doc_fold, leaves out of model f too
+    (quality/copies.py, copier_exclusions). One sort per order serves all folds."""
     assert 2 <= order <= 6
     k = num_folds
     doc_fold = np.zeros(len(tokens.lengths), np.int64) if doc_fold is None else doc_fold
     g = _grams(tokens, order)
     t = g.target
     fold = np.repeat(doc_fold.astype(np.int64), tokens.lengths)
+    extra = None
+    if exclude is not None and len(exclude[0]) and k > 1:
+        docs, ex_fold = np.asarray(exclude[0], np.int64), np.asarray(exclude[1], np.int64)
+        first = np.cumsum(tokens.lengths) - tokens.lengths
+        n_tok = tokens.lengths[docs]
+        at = np.repeat(first[docs], n_tok) + (
+            np.arange(int(n_tok.sum()), dtype=np.int64) - np.repeat(np.cumsum(n_tok) - n_tok, n_tok)
+        )
+        extra = (at, np.repeat(ex_fold, n_tok))
     keys: list[np.ndarray] = [np.zeros(0, np.uint64)] * order
     values: list[np.ndarray] = [np.zeros((0, k), np.float32)] * order
     reps: list[np.ndarray] = [np.zeros(0, np.int64)] * order  # a position of each n-gram
     # top order: raw counts of the occurrences in the other folds
     keys[-1], rep, gid = _group(g.h[order - 1][t])
-    values[-1] = _per_fold(gid, len(keys[-1]), fold, k)
+    values[-1] = _per_fold(gid, len(keys[-1]), fold, k, extra=extra)
     reps[-1] = t[rep]
     for n in range(order - 1, 0, -1):
         # continuation count of an n-gram in model f = distinct (n+1)-grams model f saw that
@@ -602,7 +630,7 @@ def train_lm(
         ctx_total,
         ctx_types,
         np.stack([_discounts(v) for v in values]),
-        _per_fold(ug, len(uk), fold, k),
+        _per_fold(ug, len(uk), fold, k, extra=extra),
     )
 
 

@@ -111,6 +111,14 @@ class QualityConfig:
         " reference documents sharing a sentence share a fold, and a copied reference sentence"
         " is scored by the model of the document it came from",
     )
+    copy_folds: bool = option(
+        True,
+        "coherence_folds doc: of two reference documents sharing a sentence, the one with more"
+        " partners (a splice, a spun page) is also left out of the other's fold model when the"
+        " other keeps sentences of its own and is Chinese/Japanese text, so a copied document"
+        " is not scored as memorised through its copy (quality/copies.py); false = the scores"
+        " before",
+    )
     splice_gate: bool = option(
         True,
         "coherence x a gate on documents stitched from the sentences of >= 2 other documents of"

@@ -380,6 +380,7 @@ def fit_texts(cfg: Any, seed: int, texts: list[str]) -> LMResult:
         detector_lift=cfg.coherence_detector_lift,
         chain_docs=cfg.coherence_chain_docs,
         folds=cfg.coherence_folds,
+        copy_folds=cfg.copy_folds,
         max_chars=cfg.max_chars,
         seed=seed,
     )
