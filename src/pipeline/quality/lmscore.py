@@ -232,7 +232,12 @@ def fit_lm(
     exclude = None
     if params.copy_folds and router is None:
         sources = np.isin(ref.tokens.script, [SCRIPTS.index(s) for s in COPY_FOLD_SCRIPTS])
-        exclude = copies.copier_exclusions(ref.tokens, doc_fold, sources)
+        none = np.zeros(0, np.int64)  # no source in those scripts: nothing to count
+        exclude = (
+            copies.copier_exclusions(ref.tokens, doc_fold, sources)
+            if sources.any()
+            else (none, none)
+        )
     lm = train_lm(ref.tokens, params.order, doc_fold, k, exclude)
     info: dict[str, Any] = {
         "reference_docs": int(has.sum()),
