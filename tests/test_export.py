@@ -241,3 +241,22 @@ def test_a_damaged_stage_part_is_one_line_naming_it(
     assert err.startswith(f"error: {stem}.") and why in err and "pipeline data" in err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "hf"])
+@pytest.mark.parametrize("shape", [(64,), (64, 10)])
+def test_a_shard_of_another_shape_is_one_line_naming_it(run_dir, tmp_path, capsys, fmt, shape):
+    """A .npz whose arrays are not [n, seq_len]: one line naming the shard, as the trainer
+    formats say (not a ValueError on unpacking, not hf's ArrowTypeError on the cast)."""
+    from pipeline.shards import save_npz
+
+    def rewrite(path):
+        save_npz(path, {k: np.zeros(shape, np.uint16) for k in ("input_ids", "segment_ids")})
+
+    run, shard = _damaged_copy(run_dir, tmp_path, "shard/train/shard_*.npz", rewrite)
+    out = tmp_path / "out"
+    assert main(["export", str(run), str(out), "--shards", "--to", fmt, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {shard}: input_ids {list(shape)}") and "Traceback" not in err
+    assert "(seq_len in metadata.json); re-run the shard stage" in err
+    assert not out.exists()

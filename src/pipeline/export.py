@@ -141,7 +141,14 @@ def _shard_tables(folder: Path) -> Iterator[pa.Table]:
     meta = check_metadata(read_json_file(meta_path, METADATA_NAME), meta_path)  # the loader's
     for name in (entry["file"] for entry in meta["shards"]):  # plain names inside the folder
         path = folder / name
-        yield from _sequences(npz_member(path, "input_ids"), npz_member(path, "segment_ids"))
+        ids, seg = npz_member(path, "input_ids"), npz_member(path, "segment_ids")
+        if ids.ndim != 2 or ids.shape != seg.shape or ids.shape[1] != meta["seq_len"]:
+            raise DataError(
+                str(path),
+                f"input_ids {list(ids.shape)} / segment_ids {list(seg.shape)}, expected "
+                f"[n, {meta['seq_len']}] (seq_len in metadata.json); re-run the shard stage",
+            )
+        yield from _sequences(ids, seg)
 
 
 def stage_tables(run_dir: Path, stage: str) -> Iterator[pa.Table]:
