@@ -151,3 +151,26 @@ def test_bad_inputs_are_one_line(tiny_cfg, tmp_path):
         Trainer(dataclasses.replace(tiny_cfg, eval_texts=[str(bad)]), out_dir=tmp_path / "x")
     with pytest.raises(DataError, match="no checkpoint to resume from"):
         Trainer(tiny_cfg, out_dir=tmp_path / "y", resume=True)
+
+
+@pytest.mark.parametrize(
+    "vocab, match",
+    [
+        ("abc", r"field 'vocab_size' must be an integer >= 1, got 'abc'"),
+        (0, r"field 'vocab_size' must be an integer >= 1, got 0"),
+        (3, r"vocab_size 3 does not cover eos_id \d+: shards of another tokenizer\?"),
+    ],
+)
+def test_bad_vocab_size_in_metadata_is_one_line(tiny_cfg, tiny_run, tmp_path, vocab, match):
+    """A hand-edited metadata.json vocab_size was int()'s ValueError, or torch's embedding
+    error (index_select / index out of range) at the first step."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run / "shard", run / "shard")
+    path = run / "shard" / "train" / "metadata.json"
+    meta = json.loads(path.read_text())
+    meta["vocab_size"] = vocab
+    path.write_text(json.dumps(meta))
+    with pytest.raises(DataError, match=f"^{path}: {match}"):
+        pretrain(tiny_cfg, run, tmp_path / "out", progress=False)
