@@ -153,6 +153,17 @@ def test_bad_inputs_are_one_line(tiny_cfg, tmp_path):
         Trainer(tiny_cfg, out_dir=tmp_path / "y", resume=True)
 
 
+def test_an_eval_text_with_a_lone_surrogate_is_one_line(tiny_cfg, tmp_path):
+    """`{"text": "\\ud800"}` parses to a str with no UTF-8 bytes: it was a UnicodeEncodeError
+    traceback at the first evaluation (pretrain) or after the training (ablate)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": "ab\\ud800"}\n')
+    cfg = dataclasses.replace(tiny_cfg, eval_texts=[str(bad)])
+    with pytest.raises(DataError, match=r"bad.jsonl:2: field 'text' holds a lone surrogate at ch"):
+        pretrain(cfg, out_dir=tmp_path / "x", progress=False)
+    assert not (tmp_path / "x" / "checkpoint.pt").exists()  # refused before any training
+
+
 @pytest.mark.parametrize(
     "vocab, match",
     [

@@ -122,6 +122,14 @@ def read_eval_texts(path: str | Path) -> list[str]:
             text = obj.get("text") if isinstance(obj, dict) else None
             if not isinstance(text, str):
                 raise DataError(f"{p}:{n}", "field 'text' is missing or not a string")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a JSON escape like \ud800: no UTF-8 bytes
+                raise DataError(
+                    f"{p}:{n}",
+                    f"field 'text' holds a lone surrogate at character {exc.start}, which has "
+                    "no UTF-8 bytes: fix or drop the line",
+                ) from None
             if text:
                 texts.append(text)
     if not texts:
