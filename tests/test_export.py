@@ -183,3 +183,80 @@ def test_shards_feed_a_transformers_model(run_dir, tmp_path, hf_offline):
     loss = transformers.GPT2LMHeadModel(config)(**batch).loss
     loss.backward()
     assert abs(loss.item() - np.log(len(tok))) < 0.5
+
+
+def _damaged_copy(run_dir, tmp_path, name, damage):
+    """A copy of the run with part `name` (a glob under the run) damaged by `damage(path)`."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    part = sorted(run.glob(name))[0]
+    damage(part)
+    return run, part
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize(
+    "stage, name, damage, why",
+    [
+        ("clean", "clean/part-*.parquet", _truncate, "cannot read Parquet part"),
+        ("tokenize", "tokenize/part-*.docs.parquet", _truncate, "cannot read Parquet part"),
+        ("tokenize", "tokenize/part-*.tokens.npy", _truncate, "cannot read .npy part"),
+        (
+            "tokenize",
+            "tokenize/part-*.tokens.npy",
+            lambda p: np.save(p, np.array([None, 1]), allow_pickle=True),
+            "cannot read .npy part",
+        ),
+        ("pack", "pack/part-*.input_ids.npy", _truncate, "cannot read .npy part"),
+        ("pack", "pack/part-*.seqs.parquet", _truncate, "cannot read Parquet part"),
+        (
+            "pack",
+            "pack/part-*.segment_ids.npy",
+            lambda p: np.save(p, np.zeros((3, 7), np.uint16)),
+            "segment_ids [3, 7]",
+        ),
+        (
+            "pack",
+            "pack/part-*.input_ids.npy",
+            lambda p: np.save(p, np.zeros(5, np.uint16)),
+            "input_ids [5]",
+        ),
+    ],
+)
+def test_a_damaged_stage_part_is_one_line_naming_it(
+    run_dir, tmp_path, capsys, stage, name, damage, why
+):
+    """A truncated or rewritten part file: one error line naming the file and `pipeline data`
+    (which re-runs the stage), never a pyarrow/numpy traceback; OUT is not written."""
+    run, part = _damaged_copy(run_dir, tmp_path, name, damage)
+    out = tmp_path / "out"
+    assert main(["export", str(run), str(out), "--stage", stage, "--to", "jsonl", "-q"]) == 1
+    err = capsys.readouterr().err
+    stem = part.parent / part.name.split(".")[0]  # a shape error names the part's input_ids
+    assert err.startswith(f"error: {stem}.") and why in err and "pipeline data" in err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "hf"])
+@pytest.mark.parametrize("shape", [(64,), (64, 10)])
+def test_a_shard_of_another_shape_is_one_line_naming_it(run_dir, tmp_path, capsys, fmt, shape):
+    """A .npz whose arrays are not [n, seq_len]: one line naming the shard, as the trainer
+    formats say (not a ValueError on unpacking, not hf's ArrowTypeError on the cast)."""
+    from pipeline.shards import save_npz
+
+    def rewrite(path):
+        save_npz(path, {k: np.zeros(shape, np.uint16) for k in ("input_ids", "segment_ids")})
+
+    run, shard = _damaged_copy(run_dir, tmp_path, "shard/train/shard_*.npz", rewrite)
+    out = tmp_path / "out"
+    assert main(["export", str(run), str(out), "--shards", "--to", fmt, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {shard}: input_ids {list(shape)}") and "Traceback" not in err
+    assert "(seq_len in metadata.json); re-run the shard stage" in err
+    assert not out.exists()

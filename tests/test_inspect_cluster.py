@@ -24,3 +24,20 @@ def test_cluster_of_a_stage_without_text_is_one_line(report_runs, capsys):
     cluster = kept.column("cluster")[0].as_py()
     assert main(["inspect", str(run), "--stage", "dedup", "--cluster", str(cluster)]) == 0
     assert capsys.readouterr().out.startswith(f"cluster {cluster}: ")  # dedup still works
+
+
+def test_a_damaged_part_is_one_line_naming_it(report_runs, tmp_path, capsys):
+    """A truncated Parquet part under the stage: one line naming it, for both views (was
+    pyarrow's ArrowInvalid traceback)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(report_runs["a"], run)
+    part = sorted((run / "dedup" / "rejected").glob("part-*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:100])
+    capsys.readouterr()
+    for view in (["--cluster", "1"], []):
+        assert main(["inspect", str(run), "--stage", "dedup", *view]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {part}: cannot read Parquet part (") and err.count("\n") == 1
+        assert "re-run the stage (`pipeline data`)" in err

@@ -81,17 +81,36 @@ def _sequences(ids: np.ndarray, seg: np.ndarray) -> Iterator[pa.Table]:
         yield pa.table(cols)
 
 
+RERUN = "re-run the stage (`pipeline data`)"
+
+
+def _read_part(path: Path) -> pa.Table:
+    try:
+        return read_table(path)
+    except (OSError, pa.ArrowException) as exc:  # pyarrow raises several types for a damaged file
+        raise DataError(str(path), f"cannot read Parquet part ({exc}); {RERUN}") from None
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:  # truncated, not .npy, pickled objects
+        raise DataError(str(path), f"cannot read .npy part ({exc}); {RERUN}") from None
+
+
 def _doc_tables(parts: list[Path]) -> Iterator[pa.Table]:
     for part in parts:
-        yield read_table(part)
+        yield _read_part(part)
 
 
 def _tokenize_tables(parts: list[Path]) -> Iterator[pa.Table]:
     for group in group_parts(parts, {"tokens": "tokens.npy", "docs": "docs.parquet"}, "tokenize"):
-        docs = read_table(group["docs"])
-        tokens = np.load(group["tokens"], mmap_mode="r", allow_pickle=False)
+        docs = _read_part(group["docs"])
+        tokens = _load_npy(group["tokens"])
+        if "num_tokens" not in docs.column_names:
+            raise DataError(str(group["docs"]), f"no 'num_tokens' column; {RERUN}")
         lengths = numeric_column(docs.column("num_tokens"), np.int64)
-        if int(lengths.sum()) != len(tokens):
+        if tokens.ndim != 1 or int(lengths.sum()) != len(tokens):
             raise DataError(str(group["tokens"]), "token count differs from its docs.parquet")
         yield docs.append_column("input_ids", _token_list(np.asarray(tokens), lengths))
 
@@ -99,9 +118,14 @@ def _tokenize_tables(parts: list[Path]) -> Iterator[pa.Table]:
 def _pack_tables(parts: list[Path]) -> Iterator[pa.Table]:
     kinds = {"input_ids": "input_ids.npy", "segment_ids": "segment_ids.npy", "seqs": "seqs.parquet"}
     for group in group_parts(parts, kinds, "pack"):
-        ids = np.load(group["input_ids"], mmap_mode="r", allow_pickle=False)
-        seg = np.load(group["segment_ids"], mmap_mode="r", allow_pickle=False)
-        seqs = read_table(group["seqs"])
+        ids, seg = _load_npy(group["input_ids"]), _load_npy(group["segment_ids"])
+        seqs = _read_part(group["seqs"])
+        if ids.ndim != 2 or ids.shape != seg.shape or len(ids) != seqs.num_rows:
+            raise DataError(
+                str(group["input_ids"]),
+                f"input_ids {list(ids.shape)} / segment_ids {list(seg.shape)} / "
+                f"{seqs.num_rows} rows of seqs.parquet, expected [n, seq_len] twice and n; {RERUN}",
+            )
         start = 0
         for table in _sequences(ids, seg):
             side = seqs.slice(start, table.num_rows)
@@ -117,7 +141,14 @@ def _shard_tables(folder: Path) -> Iterator[pa.Table]:
     meta = check_metadata(read_json_file(meta_path, METADATA_NAME), meta_path)  # the loader's
     for name in (entry["file"] for entry in meta["shards"]):  # plain names inside the folder
         path = folder / name
-        yield from _sequences(npz_member(path, "input_ids"), npz_member(path, "segment_ids"))
+        ids, seg = npz_member(path, "input_ids"), npz_member(path, "segment_ids")
+        if ids.ndim != 2 or ids.shape != seg.shape or ids.shape[1] != meta["seq_len"]:
+            raise DataError(
+                str(path),
+                f"input_ids {list(ids.shape)} / segment_ids {list(seg.shape)}, expected "
+                f"[n, {meta['seq_len']}] (seq_len in metadata.json); re-run the shard stage",
+            )
+        yield from _sequences(ids, seg)
 
 
 def stage_tables(run_dir: Path, stage: str) -> Iterator[pa.Table]:

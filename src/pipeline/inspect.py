@@ -8,10 +8,20 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.errors import PipelineError
+from pipeline.errors import DataError, PipelineError
+
+
+def _read(part: Path) -> pa.Table:
+    try:
+        return pq.read_table(part)
+    except (OSError, pa.ArrowException) as exc:  # pyarrow raises several types for a damaged file
+        raise DataError(
+            str(part), f"cannot read Parquet part ({exc}); re-run the stage (`pipeline data`)"
+        ) from None
 
 
 def inspect_rejected(run_dir: Path, stage: str, reason: str | None, n: int, chars: int) -> str:
@@ -22,7 +32,7 @@ def inspect_rejected(run_dir: Path, stage: str, reason: str | None, n: int, char
     counts: Counter[str] = Counter()
     shown: list[str] = []
     for part in parts:
-        table = pq.read_table(part)
+        table = _read(part)
         cols = table.column_names
         for row in table.to_pylist():
             reasons = row.get("reasons") or []
@@ -61,7 +71,7 @@ def inspect_cluster(run_dir: Path, stage: str, cluster: int, chars: int, width: 
     parts = sorted(folder.glob("part-*.parquet")) + sorted(folder.glob("rejected/part-*.parquet"))
     rows = []
     for part in parts:
-        table = pq.read_table(part)
+        table = _read(part)
         if "cluster" not in table.column_names:
             raise PipelineError(f"{part}: no `cluster` column (is {stage} a dedup stage?)")
         if "text" not in table.column_names:  # tokenize keeps `cluster` but not the text

@@ -307,6 +307,39 @@ def test_trainer_formats_need_shards_and_a_shard_stage(run, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("fmt", ["megatron", "mds", "nanogpt", "litdata"])
+@pytest.mark.parametrize(
+    "key, value, field",
+    [
+        ("vocab_size", "abc", "vocab_size"),
+        ("dtype", "foo", "dtype"),
+        ("eos_id", "x", "eos_id"),
+        ("seq_len", 0, "seq_len"),
+        ("seq_len", -5, "seq_len"),
+        ("shards", [{"file": "../eval/shard_000000.npz", "num_samples": 9}], "shards[0].file"),
+        ("shards", [{"file": "shard_000000.npz", "num_samples": "x"}], "shards[0].num_samples"),
+    ],
+)
+def test_bad_metadata_is_one_line_naming_the_field(tmp_path, capsys, fmt, key, value, field):
+    """A hand-edited metadata.json: the loader's schema (what --to jsonl/hf check) names the
+    field, never a ValueError/TypeError/ZeroDivisionError from inside a writer."""
+    from pipeline.cli import main
+
+    run = make_run(tmp_path / "run")
+    path = run / "shard" / "train" / "metadata.json"
+    meta = json.loads(path.read_text())
+    del meta["num_samples"]  # a shorter shard list is not the error under test
+    if key == "dtype":
+        del meta["vocab_size"]  # without it, the writers read dtype
+    meta[key] = value
+    path.write_text(json.dumps(meta))
+    out = tmp_path / "out"
+    assert main(["export", str(run), str(out), "--shards", "--to", fmt, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: field '{field}'" in err and "Traceback" not in err
+    assert not out.exists()
+
+
 def test_cli_exports_megatron(run, tmp_path, capsys):
     from pipeline.cli import main
 

@@ -76,3 +76,19 @@ def test_ablate_bad_seeds_and_missing_text(tiny_run, tmp_path, capsys):
     (tmp_path / "t.txt").write_text("text")
     assert main([*base, "--eval-texts", str(tmp_path / "t.txt"), "--seeds", "a,b", "-q"]) == 1
     assert "--seeds: got 'a,b'" in capsys.readouterr().err
+
+
+def test_ablate_retrains_a_cell_whose_report_json_is_not_an_object(tiny_run, tmp_path, capsys):
+    """A cell's report.json holding valid JSON that is not an object (a list, a string) was an
+    AttributeError traceback on the re-run; like unreadable JSON, the cell is trained anew."""
+    (tmp_path / "t.txt").write_text("Scored text.")
+    args = ["ablate", str(tiny_run), "--config", str(_recipe(tmp_path))]
+    args += ["--eval-texts", str(tmp_path / "t.txt"), "--out-dir", str(tmp_path / "ab"), "-q"]
+    assert main(args) == 0
+    first = json.loads((tmp_path / "ab" / "ablate.json").read_text())["rows"][0]["bpb"]
+    report = tmp_path / "ab" / tiny_run.name / "seed0" / "report.json"
+    for junk in ("[1, 2]", '"x"'):
+        report.write_text(junk)
+        assert main(args) == 0
+        assert json.loads((tmp_path / "ab" / "ablate.json").read_text())["rows"][0]["bpb"] == first
+        assert isinstance(json.loads(report.read_text()), dict)  # trained anew, rewritten

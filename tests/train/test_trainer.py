@@ -151,3 +151,37 @@ def test_bad_inputs_are_one_line(tiny_cfg, tmp_path):
         Trainer(dataclasses.replace(tiny_cfg, eval_texts=[str(bad)]), out_dir=tmp_path / "x")
     with pytest.raises(DataError, match="no checkpoint to resume from"):
         Trainer(tiny_cfg, out_dir=tmp_path / "y", resume=True)
+
+
+def test_an_eval_text_with_a_lone_surrogate_is_one_line(tiny_cfg, tmp_path):
+    """`{"text": "\\ud800"}` parses to a str with no UTF-8 bytes: it was a UnicodeEncodeError
+    traceback at the first evaluation (pretrain) or after the training (ablate)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": "ab\\ud800"}\n')
+    cfg = dataclasses.replace(tiny_cfg, eval_texts=[str(bad)])
+    with pytest.raises(DataError, match=r"bad.jsonl:2: field 'text' holds a lone surrogate at ch"):
+        pretrain(cfg, out_dir=tmp_path / "x", progress=False)
+    assert not (tmp_path / "x" / "checkpoint.pt").exists()  # refused before any training
+
+
+@pytest.mark.parametrize(
+    "vocab, match",
+    [
+        ("abc", r"field 'vocab_size' must be an integer >= 1, got 'abc'"),
+        (0, r"field 'vocab_size' must be an integer >= 1, got 0"),
+        (3, r"vocab_size 3 does not cover eos_id \d+: shards of another tokenizer\?"),
+    ],
+)
+def test_bad_vocab_size_in_metadata_is_one_line(tiny_cfg, tiny_run, tmp_path, vocab, match):
+    """A hand-edited metadata.json vocab_size was int()'s ValueError, or torch's embedding
+    error (index_select / index out of range) at the first step."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run / "shard", run / "shard")
+    path = run / "shard" / "train" / "metadata.json"
+    meta = json.loads(path.read_text())
+    meta["vocab_size"] = vocab
+    path.write_text(json.dumps(meta))
+    with pytest.raises(DataError, match=f"^{path}: {match}"):
+        pretrain(tiny_cfg, run, tmp_path / "out", progress=False)

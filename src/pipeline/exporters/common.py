@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.errors import DataError, PipelineError
+from pipeline.errors import DataError, PipelineError, short
+from pipeline.loader.schema import check_int, check_metadata
 from pipeline.shards import METADATA_NAME, npz_member
 
 SPLITS = {"train": "train", "eval": "val"}  # shard/<folder> -> split name in the export
@@ -59,6 +60,15 @@ class Split:
         return np.dtype(np.uint16 if dtype.itemsize <= 2 else np.uint32)
 
 
+def _check_dtype(path: Path, dtype: Any) -> None:
+    try:
+        ok = isinstance(dtype, str) and np.dtype(dtype).kind in "iu"  # token ids: integers
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise DataError(str(path), f"field 'dtype' must be an integer dtype, got {short(dtype)}")
+
+
 def shard_splits(run_dir: Path) -> list[Split]:
     """The run's shard folders that exist (train first), read from their metadata.json."""
     root = Path(run_dir) / "shard"
@@ -73,6 +83,11 @@ def shard_splits(run_dir: Path) -> list[Split]:
             int(meta["seq_len"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise DataError(str(path), f"unreadable shard metadata ({exc})") from None
+        check_metadata(meta, path)  # the loader's schema: every key it and export read
+        if meta.get("vocab_size") is not None:
+            check_int(str(path), "vocab_size", meta["vocab_size"], 1)
+        if meta.get("dtype") is not None:
+            _check_dtype(path, meta["dtype"])
         missing = [f for f in files if not f.is_file()]
         if missing:
             raise DataError(str(missing[0]), "is listed in metadata.json but missing")

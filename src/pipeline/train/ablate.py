@@ -37,7 +37,8 @@ def _cell(cfg: PretrainConfig, run: Path, out: Path, progress: bool) -> dict[str
     if path.is_file():
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
-            if old.get("config") == want and old.get("data") == RunData(run).fingerprint():
+            same = isinstance(old, dict) and old.get("config") == want  # damaged: train anew
+            if same and old.get("data") == RunData(run).fingerprint():
                 log.info("ablate: %s is done (same config and data), reused", path)
                 return old
         except (ValueError, OSError):

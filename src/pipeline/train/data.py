@@ -19,6 +19,7 @@ import torch
 
 from pipeline.errors import DataError, PipelineError
 from pipeline.loader import BatchPrefetcher, GlobalSampler, ShardedTokenDataset, TokenLoader
+from pipeline.loader.schema import check_int
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer import load as load_tokenizer
 
@@ -51,7 +52,15 @@ class RunData:
         vocab = meta.get("vocab_size")
         if vocab is None:  # older shards: the tokenizer says
             vocab = self.load_tokenizer().vocab_size
-        self.vocab_size = int(vocab)
+        where = str(shard / "train" / "metadata.json")
+        self.vocab_size = check_int(where, "vocab_size", vocab, 1)
+        for key in ("eos_id", "pad_id"):  # ids the shards hold: the embedding must cover them
+            if meta.get(key) is not None and meta[key] >= self.vocab_size:
+                raise DataError(
+                    where,
+                    f"vocab_size {self.vocab_size} does not cover {key} {meta[key]}: "
+                    "shards of another tokenizer? re-run the shard stage",
+                )
         self.tokenizer_sha256 = meta.get("tokenizer_sha256")
 
     def load_tokenizer(self) -> Tokenizer:
@@ -113,6 +122,14 @@ def read_eval_texts(path: str | Path) -> list[str]:
             text = obj.get("text") if isinstance(obj, dict) else None
             if not isinstance(text, str):
                 raise DataError(f"{p}:{n}", "field 'text' is missing or not a string")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a JSON escape like \ud800: no UTF-8 bytes
+                raise DataError(
+                    f"{p}:{n}",
+                    f"field 'text' holds a lone surrogate at character {exc.start}, which has "
+                    "no UTF-8 bytes: fix or drop the line",
+                ) from None
             if text:
                 texts.append(text)
     if not texts:
