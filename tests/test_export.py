@@ -260,3 +260,22 @@ def test_a_shard_of_another_shape_is_one_line_naming_it(run_dir, tmp_path, capsy
     assert err.startswith(f"error: {shard}: input_ids {list(shape)}") and "Traceback" not in err
     assert "(seq_len in metadata.json); re-run the shard stage" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "hf"])
+def test_a_shard_with_fewer_rows_than_its_metadata_is_one_line(run_dir, tmp_path, capsys, fmt):
+    """A shard that lost rows (metadata.json lists more): refused as the loader refuses it,
+    not exported short."""
+    from pipeline.shards import save_npz
+
+    def cut(path):
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k][:-1] for k in z.files}
+        save_npz(path, arrays)
+
+    run, shard = _damaged_copy(run_dir, tmp_path, "shard/train/shard_*.npz", cut)
+    out = tmp_path / "out"
+    assert main(["export", str(run), str(out), "--shards", "--to", fmt, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {shard}: has ") and "metadata.json says" in err
+    assert err.count("\n") == 1 and not out.exists()

@@ -139,14 +139,20 @@ def _shard_tables(folder: Path) -> Iterator[pa.Table]:
     """One split of shard/: its .npz files in metadata order, as sequence tables."""
     meta_path = folder / METADATA_NAME
     meta = check_metadata(read_json_file(meta_path, METADATA_NAME), meta_path)  # the loader's
-    for name in (entry["file"] for entry in meta["shards"]):  # plain names inside the folder
-        path = folder / name
+    for entry in meta["shards"]:  # plain names inside the folder
+        path = folder / entry["file"]
         ids, seg = npz_member(path, "input_ids"), npz_member(path, "segment_ids")
         if ids.ndim != 2 or ids.shape != seg.shape or ids.shape[1] != meta["seq_len"]:
             raise DataError(
                 str(path),
                 f"input_ids {list(ids.shape)} / segment_ids {list(seg.shape)}, expected "
                 f"[n, {meta['seq_len']}] (seq_len in metadata.json); re-run the shard stage",
+            )
+        if len(ids) != int(entry["num_samples"]):  # what the loader refuses too
+            raise DataError(
+                str(path),
+                f"has {len(ids)} rows, metadata.json says {entry['num_samples']}: the folder "
+                "does not match its metadata; re-run the shard stage",
             )
         yield from _sequences(ids, seg)
 
